@@ -1,0 +1,23 @@
+# Finds Kokkos. A Kokkos built by the user (find_package(Kokkos) giving
+# Kokkos::kokkos) is used as it is. Debian's libtrilinos-kokkos-dev ships a
+# TriBITS package whose include directory resolves to <prefix>/lib/include,
+# which does not exist; for that case we build our own imported target from the
+# real header and library locations instead of editing system files.
+find_package(Kokkos CONFIG QUIET)
+if(TARGET Kokkos::kokkos)
+  set(MLA_KOKKOS_TARGET Kokkos::kokkos)
+  message(STATUS "Kokkos: using Kokkos::kokkos ${Kokkos_VERSION}")
+  return()
+endif()
+
+find_path(MLA_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp PATH_SUFFIXES trilinos kokkos)
+find_library(MLA_KOKKOS_CORE_LIBRARY NAMES kokkoscore trilinos_kokkoscore)
+if(NOT MLA_KOKKOS_INCLUDE_DIR OR NOT MLA_KOKKOS_CORE_LIBRARY)
+  message(FATAL_ERROR "Kokkos not found: install libtrilinos-kokkos-dev (ci/setup does) "
+                      "or configure with -DMLA_WITH_KOKKOS=OFF")
+endif()
+add_library(mla_kokkos INTERFACE IMPORTED GLOBAL)
+target_include_directories(mla_kokkos SYSTEM INTERFACE ${MLA_KOKKOS_INCLUDE_DIR})
+target_link_libraries(mla_kokkos INTERFACE ${MLA_KOKKOS_CORE_LIBRARY} ${CMAKE_DL_LIBS})
+set(MLA_KOKKOS_TARGET mla_kokkos)
+message(STATUS "Kokkos: headers ${MLA_KOKKOS_INCLUDE_DIR}, library ${MLA_KOKKOS_CORE_LIBRARY}")

@@ -1,0 +1,155 @@
+// The prefill backend interface, mirroring vLLM's MLAPrefillBackend: a static
+// description that can be validated without constructing anything, and an
+// object that runs new tokens, context chunks and the LSE merge.
+//
+// Tensor conventions (CONTRACT.md §1-3), Nq = metadata.num_q_tokens():
+//   q   [Nq, H, dqk]   k [Nk, H, dqk]   v [Nk, H, V]   (strides are honoured)
+//   out [Nq, H, V]     lse [H, Nq] float32, natural log, -inf for rows without keys
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mla/dims.hpp"
+#include "mla/dtype.hpp"
+#include "mla/platform.hpp"
+#include "mla/problem.hpp"
+#include "mla/queue.hpp"
+#include "mla/tensor.hpp"
+
+namespace mla {
+
+// What a selection is asked for.
+struct SelectorConfig {
+  DType dtype = DType::bfloat16;
+  MlaDims dims = deepseek_dims;
+
+  friend bool operator==(const SelectorConfig&, const SelectorConfig&) = default;
+};
+
+// "dtype=bfloat16, dims=(qk_nope_head_dim=128, ...)"
+std::string to_string(const SelectorConfig& config);
+
+struct Availability {
+  bool available = true;
+  std::string reason;  // why not, e.g. "built without CUDA"
+};
+
+// Everything the selector needs to know about a backend without building one.
+struct BackendDescription {
+  std::string name;                                  // "REFERENCE", "CUDA_FLASH", ...
+  std::vector<DType> dtypes{DType::float16, DType::bfloat16};
+  std::vector<MlaDims> dims;                         // empty: any dims
+  std::function<bool(const DeviceCapability&)> supports_capability;  // empty: any
+  std::function<Availability()> availability;        // empty: always available
+  // Output quantisation the attention epilogue can write (fp8 e4m3 static per-tensor).
+  bool fp8_output = false;
+};
+
+// Reasons, in CONTRACT.md §4 order and wording, why `description` cannot serve
+// `config` on `capability`. Empty means valid.
+std::vector<std::string> validate(const BackendDescription& description, const DeviceCapability& capability,
+                                  const SelectorConfig& config);
+
+// Constructor arguments of every backend (vLLM: num_heads, scale, kv_lora_rank, dims).
+struct BackendParams {
+  int num_heads = 16;
+  float scale = 0.0f;
+  int kv_lora_rank = 512;
+  MlaDims dims = deepseek_dims;
+  DType dtype = DType::bfloat16;  // element type of q, k, v
+};
+
+// Output quantisation keys accepted by supports_quant_output.
+enum class QuantKey { fp8_e4m3_static_per_tensor };
+
+// Attention output. When the caller passes `out`, `out` views it and
+// out_storage is empty; otherwise the backend allocated out_storage on the
+// queue. `lse` is an empty view when it was not requested.
+struct AttentionResult {
+  UsmBuffer out_storage;
+  UsmBuffer lse_storage;
+  TensorView out;  // [Nq, H, V]
+  TensorView lse;  // [H, Nq] float32
+};
+
+// Arguments of merge_attn_states (CONTRACT.md §3).
+struct MergeArgs {
+  TensorView prefix_out;  // [N, H, V]
+  TensorView prefix_lse;  // [H, N] float32
+  TensorView suffix_out;  // [N, H, V]
+  TensorView suffix_lse;  // [H, N] float32
+  TensorView out;         // [N, H, V]; float8_e4m3 allowed with out_scale
+  TensorView out_lse;     // [H, N] float32, optional (empty view: not written)
+  std::optional<std::int64_t> prefill_tokens_with_context;  // tokens >= T copy the suffix
+  std::optional<float> out_scale;                           // required for fp8 output
+};
+
+// Checks shapes, dtypes and the fp8 scale of a merge; raises Error(invalid_argument).
+void check_merge_args(const MergeArgs& args);
+
+class PrefillBackend {
+ public:
+  explicit PrefillBackend(const BackendParams& params);
+  virtual ~PrefillBackend() = default;
+  PrefillBackend(const PrefillBackend&) = delete;
+  PrefillBackend& operator=(const PrefillBackend&) = delete;
+
+  virtual std::string name() const = 0;
+  const BackendParams& params() const { return params_; }
+
+  // Checks and stores the step's metadata (and uploads it on GPU backends).
+  // Must be called before run_new_tokens / run_context_chunk.
+  virtual void prepare(Queue& queue, const PrefillMetadata& metadata);
+  const PrefillMetadata& metadata() const;
+
+  // Causal (metadata.causal) varlen attention of the new tokens.
+  virtual AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
+                                         const TensorView& v, bool return_lse,
+                                         std::optional<TensorView> out = std::nullopt,
+                                         std::optional<float> out_scale = std::nullopt) = 0;
+
+  // Non-causal attention of every query against context chunk `chunk_index`;
+  // always returns the LSE. Rows whose sequence has no keys: 0 and -inf.
+  virtual AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
+                                            const TensorView& k, const TensorView& v) = 0;
+
+  // Joins two partial attentions (CONTRACT.md §3).
+  virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
+
+  virtual bool supports_quant_output(QuantKey key) const;
+
+ protected:
+  // Shape/dtype checks shared by every backend; raise Error(invalid_argument).
+  void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
+                             const std::optional<TensorView>& out, const std::optional<float>& out_scale) const;
+  void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v) const;
+  // Allocates out (dtype of q, or fp8 when out_scale) and lse on `queue` as needed.
+  AttentionResult allocate_result(Queue& queue, std::int64_t num_q, bool return_lse,
+                                  std::optional<TensorView> out, DType out_dtype) const;
+
+ private:
+  BackendParams params_;
+  std::optional<PrefillMetadata> metadata_;
+};
+
+using BackendFactory = std::function<std::unique_ptr<PrefillBackend>(const BackendParams&)>;
+
+// A registry entry: the description and how to build one.
+struct BackendEntry {
+  BackendDescription description;
+  BackendFactory factory;
+};
+
+// One whole prefill step, what vLLM's forward_mha does: attention of the new
+// tokens (causal), then of every context chunk, merged in turn. `chunk_k` /
+// `chunk_v` hold one view per metadata chunk. Returns [Nq, H, V] output and
+// [H, Nq] LSE, equal to one attention pass over context + new tokens.
+AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
+                                 const TensorView& q, const TensorView& k, const TensorView& v,
+                                 const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v);
+
+}  // namespace mla

@@ -1,0 +1,40 @@
+// Internal: what a vendor runtime implements behind mla::Queue. Not part of the
+// public API; vendor sources (platform/src/cuda_*, platform/src/hip_*) derive from it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "mla/queue.hpp"
+
+namespace mla::detail {
+
+class EventImpl {
+ public:
+  virtual ~EventImpl() = default;
+  virtual void wait() = 0;
+  virtual double elapsed_ms_since(EventImpl& start) = 0;
+};
+
+class QueueImpl {
+ public:
+  virtual ~QueueImpl() = default;
+  virtual DeviceBackend backend() const = 0;
+  virtual int device_index() const = 0;
+  virtual const DeviceCapability& capability() const = 0;
+  virtual void* native_stream() const = 0;
+  virtual bool can_access(MemoryKind kind) const = 0;
+  virtual void* allocate(std::size_t bytes, MemoryKind kind) = 0;
+  virtual void deallocate(void* ptr, MemoryKind kind) noexcept = 0;
+  virtual void memcpy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void memset(void* dst, int value, std::size_t bytes) = 0;
+  virtual std::shared_ptr<EventImpl> record() = 0;
+  virtual void wait() = 0;
+};
+
+std::shared_ptr<QueueImpl> make_host_queue();
+// Defined only in builds with that vendor (MLA_WITH_CUDA / MLA_WITH_HIP).
+std::shared_ptr<QueueImpl> make_cuda_queue(int device_index);
+std::shared_ptr<QueueImpl> make_hip_queue(int device_index);
+
+}  // namespace mla::detail

@@ -1,0 +1,15 @@
+// Everything a user of the library needs, in one include.
+#pragma once
+
+#include "mla/backend.hpp"
+#include "mla/config.hpp"
+#include "mla/dims.hpp"
+#include "mla/dtype.hpp"
+#include "mla/error.hpp"
+#include "mla/log.hpp"
+#include "mla/platform.hpp"
+#include "mla/problem.hpp"
+#include "mla/queue.hpp"
+#include "mla/registry.hpp"
+#include "mla/selector.hpp"
+#include "mla/tensor.hpp"

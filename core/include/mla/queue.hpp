@@ -1,0 +1,132 @@
+// SYCL-style device abstraction: a queue bound to one device, USM allocations,
+// copies and events. Tests, benchmarks, the command and every backend move
+// tensors only through it, so one code path serves host, CUDA and HIP.
+//
+//   mla::Queue q = mla::Queue::default_queue();
+//   mla::UsmBuffer dq = mla::UsmBuffer::device(q, bytes);
+//   q.memcpy(dq.get(), host_ptr, bytes);
+//   mla::Event t0 = q.record();  ...  mla::Event t1 = q.record();
+//   q.wait();  double ms = mla::Event::elapsed_ms(t0, t1);
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "mla/platform.hpp"
+#include "mla/tensor.hpp"
+
+namespace mla {
+
+enum class DeviceBackend { host, cuda, hip };
+
+std::string_view device_backend_name(DeviceBackend backend);
+
+// True when this build can create queues of `backend` (host always).
+bool device_backend_built(DeviceBackend backend);
+
+namespace detail {
+class QueueImpl;
+class EventImpl;
+}  // namespace detail
+
+// A point in a queue's stream of work, for timing.
+class Event {
+ public:
+  Event() = default;
+  // Milliseconds between two events of the same queue; waits for `end`.
+  static double elapsed_ms(const Event& start, const Event& end);
+  // Blocks until the work before the event is done.
+  void wait() const;
+
+  explicit Event(std::shared_ptr<detail::EventImpl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<detail::EventImpl> impl_;
+};
+
+// A handle to an in-order queue on one device; copies share the same queue.
+class Queue {
+ public:
+  // The host queue: work runs on the calling thread (Kokkos backends run on
+  // Kokkos' default host execution space from it).
+  static Queue host();
+  // A queue on GPU `device_index` of `backend`. Raises Error(not_supported) when
+  // the build lacks that backend and Error(device) when no such device exists.
+  Queue(DeviceBackend backend, int device_index = 0);
+  // The first GPU this build can use, else the host queue.
+  static Queue default_queue();
+
+  DeviceBackend backend() const;
+  int device_index() const;
+  const DeviceCapability& capability() const;
+  // cudaStream_t / hipStream_t as void*, nullptr on the host queue.
+  void* native_stream() const;
+  // Memory kind a kernel of this queue can read directly.
+  bool can_access(MemoryKind kind) const;
+
+  void* malloc_device(std::size_t bytes);
+  void* malloc_host(std::size_t bytes);
+  void* malloc_shared(std::size_t bytes);
+  void free(void* ptr, MemoryKind kind);
+
+  // In-order, asynchronous with respect to the host on GPU queues. Works in any
+  // direction between host, device and shared memory.
+  void memcpy(void* dst, const void* src, std::size_t bytes);
+  void memset(void* dst, int value, std::size_t bytes);
+
+  Event record();
+  // Blocks until everything submitted so far is done; raises Error(device) on
+  // a failure reported by the runtime.
+  void wait();
+
+  std::string describe() const;
+
+  explicit Queue(std::shared_ptr<detail::QueueImpl> impl) : impl_(std::move(impl)) {}
+  const std::shared_ptr<detail::QueueImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<detail::QueueImpl> impl_;
+};
+
+// RAII owner of one USM allocation. Move-only; keeps its queue alive.
+class UsmBuffer {
+ public:
+  UsmBuffer() = default;
+  static UsmBuffer device(Queue& queue, std::size_t bytes);
+  static UsmBuffer host(Queue& queue, std::size_t bytes);
+  static UsmBuffer shared(Queue& queue, std::size_t bytes);
+  ~UsmBuffer();
+  UsmBuffer(UsmBuffer&& other) noexcept;
+  UsmBuffer& operator=(UsmBuffer&& other) noexcept;
+  UsmBuffer(const UsmBuffer&) = delete;
+  UsmBuffer& operator=(const UsmBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+  MemoryKind kind() const { return kind_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+
+ private:
+  UsmBuffer(std::shared_ptr<detail::QueueImpl> queue, void* ptr, std::size_t bytes, MemoryKind kind)
+      : queue_(std::move(queue)), ptr_(ptr), bytes_(bytes), kind_(kind) {}
+  void reset();
+
+  std::shared_ptr<detail::QueueImpl> queue_;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  MemoryKind kind_ = MemoryKind::device;
+};
+
+// A tensor with its own storage: a UsmBuffer plus a contiguous view of it.
+struct OwnedTensor {
+  UsmBuffer buffer;
+  TensorView view;
+
+  static OwnedTensor device(Queue& queue, DType dtype, std::initializer_list<std::int64_t> shape);
+  static OwnedTensor host(Queue& queue, DType dtype, std::initializer_list<std::int64_t> shape);
+};
+
+}  // namespace mla

@@ -1,0 +1,61 @@
+// Chooses the prefill backend, mirroring vLLM's get_mla_prefill_backend
+// (CONTRACT.md §6): unknown capability -> configured default; explicit choice
+// validated with no silent fallback; auto -> first valid backend of the
+// platform's priority list; none valid -> error with every reason. Choices are
+// cached per (vendor, capability, dtype, dims, explicit choice).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mla/backend.hpp"
+#include "mla/config.hpp"
+#include "mla/registry.hpp"
+
+namespace mla {
+
+// What the selector found out about one backend.
+struct CandidateReport {
+  std::string name;
+  Availability availability;
+  std::vector<std::string> reasons;  // validate(); empty means valid
+  int priority = -1;                 // position in the platform's list, -1 if absent
+};
+
+struct Selection {
+  MlaPrefillBackendKind kind = MlaPrefillBackendKind::REFERENCE;
+  std::string name;
+  BackendEntry entry;
+  std::string why;  // "explicit choice from MLA_PREFILL_BACKEND", "first valid in the priority list for nvidia 8.0+"...
+  DeviceCapability platform;
+  std::vector<CandidateReport> walk;  // the candidates considered, in order
+};
+
+class Selector {
+ public:
+  // Applies config.overrides to the process registry (named factories) when constructed.
+  explicit Selector(Config config);
+
+  // `explicit_backend`, when given, is an API call's choice and beats the config.
+  Selection select(const SelectorConfig& request, const DeviceCapability& platform,
+                   const std::optional<std::string>& explicit_backend = std::nullopt);
+  // select() against current_platform().
+  Selection select(const SelectorConfig& request, const std::optional<std::string>& explicit_backend = std::nullopt);
+
+  // Every member (CUSTOM only when registered) with its availability and reasons.
+  std::vector<CandidateReport> report(const SelectorConfig& request, const DeviceCapability& platform) const;
+
+  std::unique_ptr<PrefillBackend> create(const Selection& selection, const BackendParams& params) const;
+
+  void clear_cache();
+  const Config& config() const { return config_; }
+
+ private:
+  Config config_;
+  struct Cache;
+  std::shared_ptr<Cache> cache_;
+};
+
+}  // namespace mla
