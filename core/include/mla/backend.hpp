@@ -47,6 +47,9 @@ struct BackendDescription {
   std::function<Availability()> availability;        // empty: always available
   // Output quantisation the attention epilogue can write (fp8 e4m3 static per-tensor).
   bool fp8_output = false;
+  // Set on the attention registry's entries: ordinary multi-head attention
+  // needs qk_head_dim == v_head_dim, and validate() says so when it is not.
+  bool requires_equal_qk_v = false;
 };
 
 // Reasons, in CONTRACT.md §4 order and wording, why `description` cannot serve
