@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "mla/error.hpp"
+#include "mla/queue.hpp"
+
+namespace {
+
+TEST(HostQueue, AllocatesCopiesAndSetsEveryKind) {
+  mla::Queue q = mla::Queue::host();
+  EXPECT_EQ(q.backend(), mla::DeviceBackend::host);
+  EXPECT_EQ(q.native_stream(), nullptr);
+  std::vector<float> src(1000);
+  std::iota(src.begin(), src.end(), 1.0f);
+  const std::size_t bytes = src.size() * sizeof(float);
+  mla::UsmBuffer device = mla::UsmBuffer::device(q, bytes);
+  mla::UsmBuffer host = mla::UsmBuffer::host(q, bytes);
+  mla::UsmBuffer shared = mla::UsmBuffer::shared(q, bytes);
+  ASSERT_TRUE(device && host && shared);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(device.get()) % 64, 0u);
+  q.memcpy(device.get(), src.data(), bytes);
+  q.memcpy(shared.get(), device.get(), bytes);
+  q.memcpy(host.get(), shared.get(), bytes);
+  q.wait();
+  for (std::size_t i = 0; i < src.size(); ++i) ASSERT_EQ(host.as<float>()[i], src[i]);
+  q.memset(host.get(), 0, bytes);
+  q.wait();
+  EXPECT_EQ(host.as<float>()[999], 0.0f);
+}
+
+TEST(HostQueue, BufferMoveTransfersOwnership) {
+  mla::Queue q = mla::Queue::host();
+  mla::UsmBuffer a = mla::UsmBuffer::device(q, 128);
+  void* p = a.get();
+  mla::UsmBuffer b = std::move(a);
+  EXPECT_EQ(b.get(), p);
+  EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): moved-from state is specified
+  EXPECT_EQ(mla::UsmBuffer::device(q, 0).get(), nullptr);
+}
+
+TEST(HostQueue, EventsMeasureElapsedTime) {
+  mla::Queue q = mla::Queue::host();
+  mla::Event start = q.record();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  mla::Event end = q.record();
+  q.wait();
+  const double ms = mla::Event::elapsed_ms(start, end);
+  EXPECT_GE(ms, 19.0);
+  EXPECT_LT(ms, 5000.0);
+  EXPECT_THROW(mla::Event::elapsed_ms(mla::Event{}, end), mla::Error);
+}
+
+TEST(HostQueue, NullPointersAreErrors) {
+  mla::Queue q = mla::Queue::host();
+  float x = 0;
+  EXPECT_THROW(q.memcpy(nullptr, &x, 4), mla::Error);
+  EXPECT_THROW(q.memset(nullptr, 0, 4), mla::Error);
+  EXPECT_NO_THROW(q.memcpy(nullptr, nullptr, 0));
+}
+
+TEST(Queue, UnbuiltVendorIsAClearError) {
+  for (mla::DeviceBackend backend : {mla::DeviceBackend::cuda, mla::DeviceBackend::hip}) {
+    if (mla::device_backend_built(backend)) continue;
+    try {
+      mla::Queue q(backend, 0);
+      FAIL() << "created a queue for an unbuilt backend";
+    } catch (const mla::Error& e) {
+      EXPECT_EQ(e.category(), mla::ErrorCategory::not_supported);
+      EXPECT_NE(std::string(e.what()).find("configured without"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Queue, DefaultQueueIsHostWithoutDevices) {
+  if (!mla::detect_devices().empty()) GTEST_SKIP() << "a GPU is present";
+  EXPECT_EQ(mla::Queue::default_queue().backend(), mla::DeviceBackend::host);
+}
+
+TEST(OwnedTensor, ViewCoversItsBuffer) {
+  mla::Queue q = mla::Queue::host();
+  mla::OwnedTensor t = mla::OwnedTensor::device(q, mla::DType::bfloat16, {3, 4, 5});
+  EXPECT_EQ(t.buffer.bytes(), 3u * 4 * 5 * 2);
+  EXPECT_EQ(t.view.data, t.buffer.get());
+  EXPECT_EQ(t.view.memory, mla::MemoryKind::device);
+}
+
+}  // namespace
