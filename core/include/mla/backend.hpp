@@ -93,6 +93,12 @@ struct MergeArgs {
 
 // Checks shapes, dtypes and the fp8 scale of a merge; raises Error(invalid_argument).
 void check_merge_args(const MergeArgs& args);
+// The same, plus: every tensor is in memory `queue` can access.
+void check_merge_args(const Queue& queue, const MergeArgs& args);
+
+// Raises Error(invalid_argument) naming `what` when a non-empty `view` lives in
+// memory `queue` cannot access (Queue::can_access), e.g. host memory on a GPU queue.
+void check_accessible(const Queue& queue, const TensorView& view, const char* what);
 
 class PrefillBackend {
  public:
@@ -130,6 +136,11 @@ class PrefillBackend {
   void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
                              const std::optional<TensorView>& out, const std::optional<float>& out_scale) const;
   void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v) const;
+  // The same, plus check_accessible on every tensor; what a run_* override calls first.
+  void check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
+                             const std::optional<TensorView>& out, const std::optional<float>& out_scale) const;
+  void check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
+                        const TensorView& v) const;
   // Allocates out (dtype of q, or fp8 when out_scale) and lse on `queue` as needed.
   AttentionResult allocate_result(Queue& queue, std::int64_t num_q, bool return_lse,
                                   std::optional<TensorView> out, DType out_dtype) const;

@@ -1,0 +1,103 @@
+// Exact varlen attention. For each (sequence, head) the keys and values are
+// gathered once into fp64 rows, so the strided, dtype-generic loads cost
+// O(keys) rather than O(queries * keys); scores, softmax and the weighted sum
+// of values are then plain fp64 loops.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "reference_backend.hpp"
+
+namespace mla::reference {
+namespace {
+
+// Row `token`, head `head` of a [tokens, heads, dim] view, converted to fp64.
+void gather_row(const TensorView& view, std::int64_t token, std::int64_t head, double* row) {
+  const std::int64_t dim = view.size(2);
+  const std::int64_t base = view.offset(token, head);
+  for (std::int64_t d = 0; d < dim; ++d) row[d] = load_as_float(view.data, view.dtype, base + d * view.stride[2]);
+}
+
+// Four partial sums break the add-latency chain; the order change is far below
+// fp64 rounding of the fp32-sized quantities involved.
+double dot(const double* a, const double* b, std::int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  std::int64_t d = 0;
+  for (; d + 4 <= n; d += 4) {
+    s0 += a[d] * b[d];
+    s1 += a[d + 1] * b[d + 1];
+    s2 += a[d + 2] * b[d + 2];
+    s3 += a[d + 3] * b[d + 3];
+  }
+  for (; d < n; ++d) s0 += a[d] * b[d];
+  return (s0 + s1) + (s2 + s3);
+}
+
+void store_output(const TensorView& out, std::int64_t index, double value, const std::optional<float>& out_scale) {
+  if (out_scale) value /= static_cast<double>(*out_scale);
+  store_from_float(out.data, out.dtype, index, static_cast<float>(value));
+}
+
+// Writes one output row (and its LSE when requested).
+void write_row(const AttentionProblem& p, std::int64_t token, std::int64_t head, const std::vector<double>& row,
+               double lse) {
+  const std::int64_t base = p.out.offset(token, head);
+  for (std::size_t d = 0; d < row.size(); ++d)
+    store_output(p.out, base + static_cast<std::int64_t>(d) * p.out.stride[2], row[d], p.out_scale);
+  if (!p.lse.empty_view()) store_from_float(p.lse.data, DType::float32, p.lse.offset(head, token), static_cast<float>(lse));
+}
+
+}  // namespace
+
+void attention(const AttentionProblem& p) {
+  const std::vector<std::int32_t>& cu_q = *p.cu_q;
+  const std::vector<std::int32_t>& cu_k = *p.cu_k;
+  const std::int64_t heads = p.q.size(1);
+  const std::int64_t dqk = p.q.size(2);
+  const std::int64_t dv = p.v.size(2);
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+
+  std::vector<double> keys, values, query(static_cast<std::size_t>(dqk)), scores;
+  std::vector<double> row(static_cast<std::size_t>(dv));
+  for (std::size_t b = 0; b + 1 < cu_q.size(); ++b) {
+    const std::int64_t q0 = cu_q[b], sq = cu_q[b + 1] - cu_q[b];
+    const std::int64_t k0 = cu_k[b], sk = cu_k[b + 1] - cu_k[b];
+    if (sq == 0) continue;
+    keys.resize(static_cast<std::size_t>(sk * dqk));
+    values.resize(static_cast<std::size_t>(sk * dv));
+    scores.resize(static_cast<std::size_t>(sk));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t j = 0; j < sk; ++j) {
+        gather_row(p.k, k0 + j, h, keys.data() + j * dqk);
+        gather_row(p.v, k0 + j, h, values.data() + j * dv);
+      }
+      for (std::int64_t i = 0; i < sq; ++i) {
+        // Bottom-right aligned: the last query sees the last key.
+        const std::int64_t visible = p.causal ? std::clamp<std::int64_t>(i + sk - sq + 1, 0, sk) : sk;
+        std::fill(row.begin(), row.end(), 0.0);
+        if (visible == 0) {
+          write_row(p, q0 + i, h, row, neg_inf);
+          continue;
+        }
+        gather_row(p.q, q0 + i, h, query.data());
+        double max_score = neg_inf;
+        for (std::int64_t j = 0; j < visible; ++j) {
+          scores[static_cast<std::size_t>(j)] = p.scale * dot(query.data(), keys.data() + j * dqk, dqk);
+          max_score = std::max(max_score, scores[static_cast<std::size_t>(j)]);
+        }
+        double sum = 0.0;
+        for (std::int64_t j = 0; j < visible; ++j) {
+          const double weight = std::exp(scores[static_cast<std::size_t>(j)] - max_score);
+          sum += weight;
+          const double* value = values.data() + j * dv;
+          for (std::int64_t d = 0; d < dv; ++d) row[static_cast<std::size_t>(d)] += weight * value[d];
+        }
+        for (double& x : row) x /= sum;
+        write_row(p, q0 + i, h, row, max_score + std::log(sum));
+      }
+    }
+  }
+}
+
+}  // namespace mla::reference
