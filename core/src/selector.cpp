@@ -1,0 +1,249 @@
+// Backend selection (CONTRACT.md §6). Nothing here depends on which backends
+// were compiled: a compiled-out backend is a candidate like any other, and its
+// description says why it is not available.
+#include "mla/selector.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "mla/error.hpp"
+#include "mla/log.hpp"
+#include "registry_generation.hpp"
+
+namespace mla {
+namespace {
+
+Availability availability_of(const BackendDescription& description) {
+  return description.availability ? description.availability() : Availability{};
+}
+
+// "[a, b]"
+std::string format_reasons(const std::vector<std::string>& reasons) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < reasons.size(); ++i) text += (i == 0 ? "" : ", ") + reasons[i];
+  return text + "]";
+}
+
+// "{A: [...], B: [...]}"
+std::string format_walk(const std::vector<CandidateReport>& walk) {
+  std::string text = "{";
+  for (std::size_t i = 0; i < walk.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + walk[i].name + ": " + format_reasons(walk[i].reasons);
+  }
+  return text + "}";
+}
+
+std::string capability_text(int value) { return std::to_string(value / 10) + "." + std::to_string(value % 10); }
+
+// "nvidia 8.0+", "amd 9.0-9.5", "nvidia up to 7.5", "host"
+std::string describe_rule(const PriorityRule& rule) {
+  std::string text(vendor_name(rule.vendor));
+  if (rule.min_capability && rule.max_capability) {
+    text += " " + capability_text(*rule.min_capability) + "-" + capability_text(*rule.max_capability);
+  } else if (rule.min_capability) {
+    text += " " + capability_text(*rule.min_capability) + "+";
+  } else if (rule.max_capability) {
+    text += " up to " + capability_text(*rule.max_capability);
+  }
+  if (!rule.origin.file.empty()) text += " (" + rule.origin.describe() + ")";
+  return text;
+}
+
+int priority_of(const PriorityRule* rule, std::string_view name) {
+  if (rule == nullptr) return -1;
+  const auto found = std::find(rule->backends.begin(), rule->backends.end(), name);
+  return found == rule->backends.end() ? -1 : static_cast<int>(found - rule->backends.begin());
+}
+
+// The effective explicit choice: an API argument beats the configuration
+// (which already holds YAML and MLA_PREFILL_BACKEND); "auto" means none.
+struct Choice {
+  std::optional<std::string> name;
+  std::string origin;
+};
+
+Choice effective_choice(const Config& config, const std::optional<std::string>& explicit_backend) {
+  if (explicit_backend) {
+    if (*explicit_backend == "auto") return {};
+    return {*explicit_backend, "API"};
+  }
+  if (config.backend == "auto") return {};
+  return {config.backend, config.backend_origin.describe()};
+}
+
+std::string cache_key(const SelectorConfig& request, const DeviceCapability& platform, const Choice& choice) {
+  std::string key(vendor_name(platform.vendor));
+  key += platform.capability_known ? "|" + platform.capability_string() + "|" + platform.arch : "|unknown|";
+  key += "|" + std::string(dtype_name(request.dtype)) + "|" + to_string(request.dims);
+  if (choice.name) key += "|" + choice.origin + "=" + *choice.name;
+  return key;
+}
+
+}  // namespace
+
+struct Selector::Cache {
+  std::mutex mutex;
+  std::uint64_t generation = 0;  // registry generation the entries were chosen under
+  std::map<std::string, Selection> entries;
+};
+
+Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make_shared<Cache>()) {
+  auto& registry = mla_prefill_registry();
+  for (const auto& [member, factory] : config_.overrides) {
+    const MlaPrefillBackendKind kind = registry.parse(member);
+    std::optional<BackendEntry> entry = find_named_factory(factory);
+    if (!entry) {
+      std::string known;
+      for (const std::string& name : named_factory_names()) known += (known.empty() ? "" : ", ") + name;
+      raise(ErrorCategory::config, "Override " + member + ": " + factory +
+                                       " names no registered factory (is its plugin loaded?). Known factories: " +
+                                       known);
+    }
+    registry.register_backend(kind, *std::move(entry), RegisterMode::replace);
+  }
+}
+
+Selection Selector::select(const SelectorConfig& request, const DeviceCapability& platform,
+                           const std::optional<std::string>& explicit_backend) {
+  const Choice choice = effective_choice(config_, explicit_backend);
+  const std::string key = cache_key(request, platform, choice);
+  const std::uint64_t generation = detail::registry_generation();
+  {
+    std::lock_guard lock(cache_->mutex);
+    // A registration since the entries were cached may have replaced the
+    // entry they hold; vLLM's functools.cache would keep serving the old one.
+    if (cache_->generation != generation) {
+      cache_->entries.clear();
+      cache_->generation = generation;
+    }
+    if (auto found = cache_->entries.find(key); found != cache_->entries.end()) {
+      Selection hit = found->second;
+      hit.platform = platform;
+      return hit;
+    }
+  }
+
+  auto& registry = mla_prefill_registry();
+  const PriorityRule* rule = config_.rule_for(platform);
+  Selection selection;
+  selection.platform = platform;
+
+  if (!platform.capability_known) {
+    // (1) Nothing to validate against: use the configured default as it is.
+    selection.kind = registry.parse(config_.default_backend);
+    selection.name = config_.default_backend;
+    selection.entry = registry.resolve(selection.kind);
+    selection.why = "capability of " + platform.describe() + " unknown: configured default_backend";
+    selection.walk.push_back({selection.name, availability_of(selection.entry.description), {}, -1});
+    if (choice.name) {
+      log(LogLevel::warn, "Explicit MLA prefill backend " + *choice.name + " (from " + choice.origin +
+                              ") is ignored because the device capability is unknown.");
+    }
+    log(LogLevel::info, "Device capability not available, using " + selection.name +
+                            " MLA prefill backend (default_backend).");
+  } else if (choice.name) {
+    // (2) Explicit choice: validated, never silently replaced.
+    selection.kind = registry.parse(*choice.name);
+    selection.name = std::string(MlaPrefillRegistry::name(selection.kind));
+    selection.entry = registry.resolve(selection.kind);
+    std::vector<std::string> reasons = validate(selection.entry.description, platform, request);
+    selection.walk.push_back({selection.name, availability_of(selection.entry.description), reasons,
+                              priority_of(rule, selection.name)});
+    if (!reasons.empty()) {
+      raise(ErrorCategory::selection, "Selected MLA prefill backend " + selection.name +
+                                          " is not valid for this configuration. Reason: " + format_reasons(reasons) +
+                                          " (chosen by " + choice.origin + ")");
+    }
+    selection.why = "explicit choice from " + choice.origin;
+    log(LogLevel::info, "Using " + selection.name + " MLA prefill backend.");
+  } else {
+    // (3) Auto: the first backend of the platform's list with no reasons.
+    static const std::vector<std::string> no_candidates;
+    bool found = false;
+    for (const std::string& name : rule != nullptr ? rule->backends : no_candidates) {
+      const MlaPrefillBackendKind kind = registry.parse(name);
+      CandidateReport candidate{name, {}, {}, priority_of(rule, name)};
+      BackendEntry entry;
+      try {
+        entry = registry.resolve(kind);
+        candidate.availability = availability_of(entry.description);
+        candidate.reasons = validate(entry.description, platform, request);
+      } catch (const Error& error) {
+        // An unregistered CUSTOM in a priority list is a reason to move on, as
+        // vLLM treats a backend that fails to import.
+        if (error.category() != ErrorCategory::not_found) throw;
+        candidate.availability = {false, "not registered"};
+        candidate.reasons = {error.what()};
+      }
+      selection.walk.push_back(candidate);
+      if (candidate.reasons.empty()) {
+        selection.kind = kind;
+        selection.name = name;
+        selection.entry = std::move(entry);
+        selection.why = "first valid in the priority list for " + describe_rule(*rule);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      // (4) Every candidate refused: say why, all of them.
+      std::string message = "No valid MLA prefill backend found with " + to_string(request) + " on " +
+                            platform.describe() + ". Reasons: " + format_walk(selection.walk) + ".";
+      if (rule == nullptr) message += " No priority rule of the configuration matches this platform.";
+      raise(ErrorCategory::selection, message);
+    }
+    if (selection.walk.size() > 1) {
+      const std::vector<CandidateReport> refused(selection.walk.begin(), selection.walk.end() - 1);
+      log(LogLevel::debug, "Some MLA prefill backends are not valid with " + to_string(request) + ". Reasons: " +
+                               format_walk(refused) + ".");
+    }
+    log(LogLevel::info, "Using " + selection.name + " MLA prefill backend.");
+  }
+
+  std::lock_guard lock(cache_->mutex);
+  if (cache_->generation == generation) cache_->entries.emplace(key, selection);
+  return selection;
+}
+
+Selection Selector::select(const SelectorConfig& request, const std::optional<std::string>& explicit_backend) {
+  return select(request, current_platform(), explicit_backend);
+}
+
+std::vector<CandidateReport> Selector::report(const SelectorConfig& request, const DeviceCapability& platform) const {
+  auto& registry = mla_prefill_registry();
+  const PriorityRule* rule = config_.rule_for(platform);
+  std::vector<CandidateReport> reports;
+  for (const MlaPrefillBackendKind kind : MlaPrefillRegistry::members()) {
+    if (kind == MlaPrefillBackendKind::CUSTOM && !registry.is_overridden(kind)) continue;
+    const std::string name(MlaPrefillRegistry::name(kind));
+    BackendEntry entry;
+    try {
+      entry = registry.resolve(kind);
+    } catch (const Error& error) {
+      // CUSTOM cleared by another thread since is_overridden(): not registered.
+      if (error.category() != ErrorCategory::not_found) throw;
+      continue;
+    }
+    reports.push_back({name, availability_of(entry.description), validate(entry.description, platform, request),
+                       priority_of(rule, name)});
+  }
+  return reports;
+}
+
+std::unique_ptr<PrefillBackend> Selector::create(const Selection& selection, const BackendParams& params) const {
+  if (!selection.entry.factory) {
+    raise(ErrorCategory::invalid_argument, "Selection of " + (selection.name.empty() ? "no backend" : selection.name) +
+                                               " holds no factory; pass a Selection returned by select()");
+  }
+  std::unique_ptr<PrefillBackend> backend = selection.entry.factory(params);
+  if (!backend) raise(ErrorCategory::internal, "The factory of " + selection.name + " returned no backend");
+  return backend;
+}
+
+void Selector::clear_cache() {
+  std::lock_guard lock(cache_->mutex);
+  cache_->entries.clear();
+}
+
+}  // namespace mla
