@@ -5,9 +5,20 @@
 # real header and library locations instead of editing system files.
 find_package(Kokkos CONFIG QUIET)
 if(TARGET Kokkos::kokkos)
-  set(MLA_KOKKOS_TARGET Kokkos::kokkos)
-  message(STATUS "Kokkos: using Kokkos::kokkos ${Kokkos_VERSION}")
-  return()
+  # Debian's package defines Kokkos::kokkos too, with that broken include
+  # directory: use the target only when its include directories exist.
+  get_target_property(mla_kokkos_dirs Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
+  set(mla_kokkos_usable TRUE)
+  foreach(dir IN LISTS mla_kokkos_dirs)
+    if(NOT dir MATCHES "^\\$<" AND NOT EXISTS "${dir}")
+      set(mla_kokkos_usable FALSE)
+    endif()
+  endforeach()
+  if(mla_kokkos_usable)
+    set(MLA_KOKKOS_TARGET Kokkos::kokkos)
+    message(STATUS "Kokkos: using Kokkos::kokkos ${Kokkos_VERSION}")
+    return()
+  endif()
 endif()
 
 find_path(MLA_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp PATH_SUFFIXES trilinos kokkos)
