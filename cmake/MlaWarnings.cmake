@@ -6,6 +6,8 @@ function(mla_set_warnings target)
     list(APPEND cxx_flags -Werror)
   endif()
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${cxx_flags}>)
+  # HIP sources go through clang, which takes the same flags for host and device code.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:HIP>:${cxx_flags}>)
   if(MLA_WARNINGS_AS_ERRORS)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>)
   endif()

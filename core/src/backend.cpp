@@ -115,11 +115,14 @@ std::string to_string(const SelectorConfig& config) {
 std::vector<std::string> validate(const BackendDescription& description, const DeviceCapability& capability,
                                   const SelectorConfig& config) {
   std::vector<std::string> reasons;
-  if (description.supports_capability && !description.supports_capability(capability))
-    reasons.push_back("compute capability " + capability.capability_string() + " not supported");
+  const bool capability_ok = !description.supports_capability || description.supports_capability(capability);
+  if (!capability_ok) reasons.push_back("compute capability " + capability.capability_string() + " not supported");
   if (!contains(description.dtypes, config.dtype))
     reasons.push_back("dtype " + std::string(dtype_name(config.dtype)) + " not supported");
-  const Availability availability = description.availability ? description.availability() : Availability{};
+  Availability availability = description.availability ? description.availability() : Availability{};
+  // Device code is only worth asking about on a device the backend supports in a build that has it.
+  if (availability.available && capability_ok && description.device_availability)
+    availability = description.device_availability(capability);
   if (!availability.available) {
     std::string reason = "required dependencies not available";
     if (!availability.reason.empty()) reason += " (" + availability.reason + ")";

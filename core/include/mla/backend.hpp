@@ -45,6 +45,12 @@ struct BackendDescription {
   std::vector<MlaDims> dims;                         // empty: any dims
   std::function<bool(const DeviceCapability&)> supports_capability;  // empty: any
   std::function<Availability()> availability;        // empty: always available
+  // Whether this build carries code for a device the backend otherwise
+  // supports, e.g. a HIP build without a code object for the device's gfx
+  // arch. validate() asks only when the capability and `availability` pass,
+  // and reports a refusal as "required dependencies not available (...)".
+  // Empty: every supported device.
+  std::function<Availability(const DeviceCapability&)> device_availability;
   // Output quantisation the attention epilogue can write (fp8 e4m3 static per-tensor).
   bool fp8_output = false;
   // Set on the attention registry's entries: ordinary multi-head attention

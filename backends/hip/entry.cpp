@@ -1,0 +1,82 @@
+// The HIP_FLASH entry of the library's backend table. Compiled in every build:
+// without HIP it only says why it is unavailable. Device support is gated
+// twice, as ggml does it: the kernels are compiled per gfx target (device
+// macros in mfma.hpp), and here a host predicate knows which targets were
+// compiled in (MLA_HIP_COMPILED_ARCHS, from CMake), so a device without a code
+// object is refused with a reason instead of failing at its first launch.
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mla/detail/builtin.hpp"
+#include "mla/error.hpp"
+
+#if MLA_WITH_HIP
+#include "hip_flash_backend.hpp"
+#endif
+
+namespace mla::detail {
+namespace {
+
+// CDNA1/2 (gfx908, gfx90a: 9.0), CDNA3 (gfx942: 9.4), CDNA4 (gfx950: 9.5):
+// the MFMA, wave64 GPUs the kernels are written for.
+bool is_cdna_capability(const DeviceCapability& capability) {
+  return capability.vendor == Vendor::amd && capability.major == 9 &&
+         (capability.minor == 0 || capability.minor == 4 || capability.minor == 5);
+}
+
+#if MLA_WITH_HIP
+// "gfx90a,gfx908" -> {"gfx90a", "gfx908"}.
+std::vector<std::string> compiled_archs() {
+  std::vector<std::string> archs;
+  std::string_view list = MLA_HIP_COMPILED_ARCHS;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const std::string_view arch = list.substr(0, comma);
+    if (!arch.empty()) archs.emplace_back(arch);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return archs;
+}
+
+Availability device_code_for(const DeviceCapability& capability) {
+  const std::vector<std::string> archs = compiled_archs();
+  for (const std::string& arch : archs) {
+    if (arch == capability.arch) return {};
+  }
+  std::string built;
+  for (const std::string& arch : archs) built += (built.empty() ? "" : ", ") + arch;
+  return {false, "no HIP code object for " + capability.arch + "; this build targets " +
+                     (built.empty() ? std::string("no gfx arch") : built)};
+}
+#endif
+
+}  // namespace
+
+BackendEntry hip_flash_backend_entry() {
+  BackendDescription description;
+  description.name = "HIP_FLASH";
+  description.dtypes = {DType::float16, DType::bfloat16};
+  description.dims = {MlaDims{128, 64, 128}, MlaDims{64, 64, 128}, MlaDims{192, 64, 256}};
+  description.supports_capability = is_cdna_capability;
+  description.fp8_output = true;
+#if MLA_WITH_HIP
+  description.availability = [] { return Availability{}; };
+  description.device_availability = device_code_for;
+  BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
+    return hip::make_hip_flash_backend(params);
+  };
+#else
+  description.availability = [] { return Availability{false, "built without HIP"}; };
+  BackendFactory factory = [](const BackendParams&) -> std::unique_ptr<PrefillBackend> {
+    raise(ErrorCategory::not_supported,
+          "HIP_FLASH is not available: this build of mlaprefill was configured without HIP (use the hip preset)");
+  };
+#endif
+  return {std::move(description), std::move(factory)};
+}
+
+}  // namespace mla::detail

@@ -1,0 +1,129 @@
+// HIP_FLASH's description as the selector sees it, in every build: which
+// devices, dtypes and dims it accepts, and the double gating of a HIP build
+// (capability 9.0/9.4/9.5 and a code object for the device's gfx arch).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mla/mla.hpp"
+
+namespace mla {
+namespace {
+
+BackendDescription hip_flash() {
+  const std::optional<BackendEntry> entry = builtin_mla_prefill_entry(MlaPrefillBackendKind::HIP_FLASH);
+  EXPECT_TRUE(entry.has_value());
+  return entry ? entry->description : BackendDescription{};
+}
+
+std::vector<std::string> reasons_on(const std::string& platform, SelectorConfig config = {}) {
+  return validate(hip_flash(), parse_platform(platform), config);
+}
+
+TEST(HipFlashEntry, DescribesItself) {
+  const BackendDescription description = hip_flash();
+  EXPECT_EQ(description.name, "HIP_FLASH");
+  EXPECT_EQ(description.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16}));
+  EXPECT_EQ(description.dims,
+            (std::vector<MlaDims>{MlaDims{128, 64, 128}, MlaDims{64, 64, 128}, MlaDims{192, 64, 256}}));
+  EXPECT_TRUE(description.fp8_output);
+}
+
+TEST(HipFlashEntry, RefusesDevicesThatAreNotCdna) {
+  for (const char* platform : {"nvidia:9.0", "nvidia:8.0", "amd:gfx1100", "amd:gfx1200", "amd:gfx803", "host"}) {
+    const std::vector<std::string> reasons = reasons_on(platform);
+    ASSERT_FALSE(reasons.empty()) << platform;
+    EXPECT_EQ(reasons.front().rfind("compute capability ", 0), 0u) << platform << ": " << reasons.front();
+  }
+}
+
+TEST(HipFlashEntry, RefusesFloat32AndOtherDims) {
+  SelectorConfig config;
+  config.dtype = DType::float32;
+  config.dims = MlaDims{128, 64, 64};
+  const std::vector<std::string> reasons = validate(hip_flash(), parse_platform("amd:gfx90a"), config);
+  ASSERT_GE(reasons.size(), 2u);
+  bool saw_dtype = false;
+  bool saw_dims = false;
+  for (const std::string& reason : reasons) {
+    saw_dtype = saw_dtype || reason == "dtype float32 not supported";
+    saw_dims = saw_dims || reason.rfind("Model does not have supported MLA dimensions", 0) == 0;
+  }
+  EXPECT_TRUE(saw_dtype);
+  EXPECT_TRUE(saw_dims);
+}
+
+#if MLA_WITH_HIP
+
+// The gfx targets CMake compiled, as the backend's host predicate sees them.
+std::vector<std::string> compiled_targets() {
+  std::vector<std::string> archs;
+  std::string list = MLA_TEST_HIP_ARCHS;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = list.find(',', start);
+    const std::string arch = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!arch.empty()) archs.push_back(arch);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return archs;
+}
+
+TEST(HipFlashEntry, ValidOnEveryCompiledTarget) {
+  const std::vector<std::string> archs = compiled_targets();
+  ASSERT_FALSE(archs.empty()) << "a HIP build compiles at least one gfx target";
+  for (const std::string& arch : archs) {
+    for (DType dtype : {DType::float16, DType::bfloat16}) {
+      SelectorConfig config;
+      config.dtype = dtype;
+      EXPECT_TRUE(reasons_on("amd:" + arch, config).empty()) << arch;
+    }
+  }
+}
+
+TEST(HipFlashEntry, CdnaTargetWithoutCodeObjectIsRefusedWithReason) {
+  const std::vector<std::string> archs = compiled_targets();
+  // gfx950 (9.5) and gfx942 (9.4) are CDNA; whichever was not compiled must be refused.
+  for (const char* arch : {"gfx942", "gfx950", "gfx90a", "gfx908"}) {
+    if (std::find(archs.begin(), archs.end(), arch) != archs.end()) continue;
+    const std::vector<std::string> reasons = reasons_on(std::string("amd:") + arch);
+    ASSERT_EQ(reasons.size(), 1u) << arch;
+    EXPECT_NE(reasons[0].find("required dependencies not available (no HIP code object for " + std::string(arch)),
+              std::string::npos)
+        << reasons[0];
+    EXPECT_NE(reasons[0].find("this build targets " + archs.front()), std::string::npos) << reasons[0];
+  }
+}
+
+TEST(HipFlashEntry, GcnChipsOfCapabilityNineWithoutMfmaAreRefused) {
+  // gfx906 (MI50) reads 9.0 like gfx90a but has no MFMA; no build compiles it.
+  const std::vector<std::string> reasons = reasons_on("amd:gfx906");
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("no HIP code object for gfx906"), std::string::npos) << reasons[0];
+}
+
+#else
+
+TEST(HipFlashEntry, UnavailableWithoutHip) {
+  const std::vector<std::string> reasons = reasons_on("amd:gfx90a");
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_EQ(reasons[0], "required dependencies not available (built without HIP)");
+  const std::optional<BackendEntry> entry = builtin_mla_prefill_entry(MlaPrefillBackendKind::HIP_FLASH);
+  ASSERT_TRUE(entry.has_value());
+  try {
+    (void)entry->factory(BackendParams{});
+    FAIL() << "constructing HIP_FLASH without HIP must fail";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::not_supported);
+    EXPECT_NE(std::string(error.what()).find("without HIP"), std::string::npos) << error.what();
+  }
+}
+
+#endif
+
+}  // namespace
+}  // namespace mla
