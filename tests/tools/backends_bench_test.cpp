@@ -1,0 +1,180 @@
+// mla-prefill backends and bench, end to end as a child process.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tool_test_support.hpp"
+
+namespace mla::tools::test {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The line of `text` that starts with `prefix`, or "" when there is none.
+std::string line_starting_with(const std::string& text, const std::string& prefix) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+// A run that failed as the command promises: status 2 and exactly one line on
+// stderr, "mla-prefill: error: ..." containing every part.
+void expect_one_error_line(const ToolResult& result, const std::vector<std::string>& parts) {
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_EQ(result.err.rfind("mla-prefill: error: ", 0), 0u) << result.err;
+  EXPECT_EQ(line_count(result.err), 1) << result.err;
+  for (const std::string& part : parts)
+    EXPECT_TRUE(contains(result.err, part)) << "missing '" << part << "' in " << result.err;
+}
+
+TEST(ToolBackends, ListsEveryBackendAndTheHostPlatform) {
+  const ToolResult result = run_tool({"backends"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(line_starting_with(result.out, "platform:").find("host"), 11u) << result.out;
+  for (const char* name : {"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH"}) {
+    EXPECT_FALSE(line_starting_with(result.out, name).empty()) << name << " missing in\n" << result.out;
+  }
+  // REFERENCE runs everywhere: available and valid.
+  const std::string reference = line_starting_with(result.out, "REFERENCE");
+  EXPECT_TRUE(contains(reference, "yes        yes")) << reference;
+  EXPECT_TRUE(contains(result.out, "selected:  ")) << result.out;
+  EXPECT_TRUE(contains(result.out, "(auto: first valid in the priority list for host")) << result.out;
+  EXPECT_TRUE(result.err.empty()) << result.err;
+}
+
+TEST(ToolBackends, JsonNamesPlatformBackendsAndSelection) {
+  const ToolResult result = run_tool({"backends", "--json", "--dtype", "fp16", "--dims", "64,64,128"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* part : {"\"vendor\": \"host\"", "\"name\": \"REFERENCE\"", "\"name\": \"CUDA_FLASH\"",
+                           "\"dtype\": \"float16\"", "\"qk_nope_head_dim\": 64", "\"mode\": \"auto\""}) {
+    EXPECT_TRUE(contains(result.out, part)) << part << " missing in\n" << result.out;
+  }
+  // Brackets balance outside strings, and the document is one object.
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < result.out.size(); ++i) {
+    const char c = result.out[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    ASSERT_GE(depth, 0);
+  }
+  EXPECT_EQ(depth, 0);
+  EXPECT_EQ(result.out.front(), '{');
+}
+
+TEST(ToolBackends, SimulatedHopperRefusesCudaFlashInAHostBuild) {
+#ifdef MLA_WITH_CUDA
+  GTEST_SKIP() << "this build has CUDA: CUDA_FLASH is not refused for the build";
+#else
+  const ToolResult result = run_tool({"backends"}, {{"MLA_PLATFORM", "nvidia:9.0"}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(line_starting_with(result.out, "platform:"), "simulated by MLA_PLATFORM=nvidia:9.0"))
+      << result.out;
+  const std::string cuda = line_starting_with(result.out, "CUDA_FLASH");
+  EXPECT_TRUE(contains(cuda, "no         no")) << cuda;
+  EXPECT_TRUE(contains(cuda, "built without CUDA")) << cuda;
+  EXPECT_TRUE(contains(cuda, "  1  ")) << "CUDA_FLASH heads the nvidia 8.0+ list: " << cuda;
+  EXPECT_TRUE(contains(result.out, "priority list for nvidia 8.0+")) << result.out;
+#endif
+}
+
+TEST(ToolBackends, ExplicitChoiceFromConfigAndEnvironmentShowsAsExplicit) {
+  TempDir dir;
+  write_bytes(dir.path("ref.yaml"), "backend: REFERENCE\n");
+  const ToolResult from_file = run_tool({"backends", "--config", dir.path("ref.yaml")});
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_TRUE(contains(line_starting_with(from_file.out, "selected:"), "REFERENCE (explicit: explicit choice from"))
+      << from_file.out;
+
+  const ToolResult from_env = run_tool({"backends", "--json"}, {{"MLA_PREFILL_BACKEND", "REFERENCE"}});
+  ASSERT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_TRUE(contains(from_env.out, "\"mode\": \"explicit\"")) << from_env.out;
+  EXPECT_TRUE(contains(from_env.out, "MLA_PREFILL_BACKEND")) << from_env.out;
+}
+
+TEST(ToolBackends, InvalidExplicitChoiceFailsAfterTheTableWithTheReasons) {
+#ifdef MLA_WITH_CUDA
+  GTEST_SKIP() << "this build has CUDA";
+#else
+  const ToolResult result = run_tool({"backends"}, {{"MLA_PREFILL_BACKEND", "CUDA_FLASH"}});
+  expect_one_error_line(
+      result, {"Selected MLA prefill backend CUDA_FLASH is not valid", "built without CUDA", "MLA_PREFILL_BACKEND"});
+  EXPECT_FALSE(line_starting_with(result.out, "REFERENCE").empty()) << result.out;
+  EXPECT_TRUE(contains(result.out, "selected:  none (explicit)")) << result.out;
+#endif
+}
+
+TEST(ToolBackends, NoValidAutoCandidateIsReportedNotFailed) {
+  TempDir dir;
+  write_bytes(dir.path("gpu_only.yaml"), "priorities:\n  - vendor: host\n    backends: [CUDA_FLASH, HIP_FLASH]\n");
+#ifdef MLA_WITH_CUDA
+  GTEST_SKIP() << "this build has CUDA";
+#else
+  const ToolResult result = run_tool({"backends", "--config", dir.path("gpu_only.yaml")});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  const std::string selected = line_starting_with(result.out, "selected:");
+  EXPECT_TRUE(contains(selected, "none (auto): No valid MLA prefill backend found")) << result.out;
+  EXPECT_TRUE(contains(selected, "CUDA_FLASH: [")) << selected;
+  EXPECT_TRUE(contains(selected, "HIP_FLASH: [")) << selected;
+#endif
+}
+
+// The row of a phase split into its columns after the name.
+std::vector<std::string> bench_columns(const std::string& out, const std::string& phase) {
+  std::istringstream row(line_starting_with(out, phase).substr(phase.size()));
+  std::vector<std::string> columns;
+  for (std::string column; row >> column;) columns.push_back(column);
+  return columns;
+}
+
+TEST(ToolBench, ReferenceReportsItselfAsTheOracle) {
+  const ToolResult result = run_tool({"bench", "--backend", "REFERENCE", "--repeats", "1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(line_starting_with(result.out, "backend"), "REFERENCE (explicit choice from --backend)"))
+      << result.out;
+  EXPECT_TRUE(contains(result.out, "H=16, dims (qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128), bfloat16"))
+      << result.out;
+  EXPECT_TRUE(contains(result.out, "scale 0.135234")) << result.out;
+  // GFLOP as CONTRACT.md §8 counts them for the built-in batch:
+  // new tokens 16 * 320 * (300^2 + 200^2 + 1^2 + 97^2 + 333^2) = 1.2815e9;
+  // chunk 2 * 16 * 320 * (300 * 128 + 1 * 17 + 333 * 160) = 0.9390e9.
+  const std::vector<std::string> new_tokens = bench_columns(result.out, "new tokens (causal)");
+  ASSERT_EQ(new_tokens.size(), 7u) << result.out;  // GFLOP, ms, TFLOP/s, "0 (self)" twice
+  EXPECT_EQ(new_tokens[0], "1.282");
+  EXPECT_GT(std::stod(new_tokens[1]), 0.0);
+  EXPECT_EQ(new_tokens[3] + new_tokens[4], "0(self)");
+  const std::vector<std::string> step = bench_columns(result.out, "prefill step (+1 chunk, merge)");
+  ASSERT_EQ(step.size(), 7u) << result.out;
+  EXPECT_EQ(step[0], "2.221");
+}
+
+TEST(ToolBench, AutoSelectedBackendIsCheckedAgainstReference) {
+  const ToolResult result = run_tool({"bench", "--repeats", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  if (contains(line_starting_with(result.out, "backend"), "REFERENCE")) {
+    EXPECT_TRUE(contains(result.out, "0 (self)")) << result.out;
+    return;
+  }
+  for (const char* phase : {"new tokens (causal)", "prefill step (+1 chunk, merge)"}) {
+    const std::vector<std::string> columns = bench_columns(result.out, phase);
+    ASSERT_EQ(columns.size(), 5u) << result.out;
+    // bf16 bounds of CONTRACT.md §9; "nan" parses as NaN and fails both.
+    EXPECT_LT(std::stod(columns[3]), 1e-2) << phase;
+    EXPECT_LT(std::stod(columns[4]), 1e-2) << phase;
+  }
+}
+
+TEST(ToolBench, RejectsNonPositiveRepeats) {
+  expect_one_error_line(run_tool({"bench", "--repeats", "0"}), {"--repeats must be at least 1, got 0"});
+}
+
+}  // namespace
+}  // namespace mla::tools::test

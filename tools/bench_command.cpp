@@ -1,0 +1,287 @@
+// mla-prefill bench: times the selected backend on an embedded DeepSeek-V3
+// prefill problem and checks its result against REFERENCE.
+//
+// The problem is small on purpose: REFERENCE (fp64 accumulation, one core) is
+// the fallback when no faster backend is built, and the command must still
+// finish in seconds there. Its lengths are odd and include an empty sequence
+// and a single token, so the timing covers the ragged cases too.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "command.hpp"
+
+namespace mla::tools {
+namespace {
+
+struct BenchOptions {
+  SelectionOptions selection;
+  int repeats = 3;
+};
+
+// DeepSeek-V3 prefill at tensor-parallel 8: 16 of 128 heads per rank.
+struct BenchProblem {
+  int heads = 16;
+  MlaDims dims = deepseek_dims;
+  DType dtype = DType::bfloat16;
+  std::vector<int> new_lengths{300, 200, 1, 0, 97, 333};     // queries = keys per sequence
+  std::vector<int> context_lengths{128, 0, 17, 64, 0, 160};  // cached keys per sequence, one chunk
+
+  // 192^-0.5 * mscale^2 with DeepSeek-V3's YaRN mscale = 0.1 * ln(40) + 1.
+  float scale() const {
+    const double mscale = 0.1 * std::log(40.0) + 1.0;
+    return static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(dims.qk_head_dim())));
+  }
+  std::int64_t num_queries() const { return std::accumulate(new_lengths.begin(), new_lengths.end(), std::int64_t{0}); }
+  std::int64_t num_context() const {
+    return std::accumulate(context_lengths.begin(), context_lengths.end(), std::int64_t{0});
+  }
+  // CONTRACT.md §8: causal H*(dqk+dv)*sum s^2; non-causal 2*H*(dqk+dv)*sum sq*sk.
+  double new_token_flops() const {
+    double sum = 0;
+    for (int s : new_lengths) sum += static_cast<double>(s) * s;
+    return heads * static_cast<double>(dims.qk_head_dim() + dims.v_head_dim) * sum;
+  }
+  double chunk_flops() const {
+    double sum = 0;
+    for (std::size_t i = 0; i < new_lengths.size(); ++i)
+      sum += static_cast<double>(new_lengths[i]) * context_lengths[i];
+    return 2.0 * heads * static_cast<double>(dims.qk_head_dim() + dims.v_head_dim) * sum;
+  }
+};
+
+// Random inputs on the host (normal, never zeros), one vector per tensor.
+struct BenchInputs {
+  std::vector<float> q, k, v, chunk_k, chunk_v;
+
+  explicit BenchInputs(const BenchProblem& problem) {
+    std::mt19937 generator(20240601);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const auto fill = [&](std::int64_t tokens, int width) {
+      std::vector<float> values(static_cast<std::size_t>(tokens * problem.heads * width));
+      for (float& value : values) value = normal(generator);
+      return values;
+    };
+    const int dqk = problem.dims.qk_head_dim();
+    const int dv = problem.dims.v_head_dim;
+    q = fill(problem.num_queries(), dqk);
+    k = fill(problem.num_queries(), dqk);
+    v = fill(problem.num_queries(), dv);
+    chunk_k = fill(problem.num_context(), dqk);
+    chunk_v = fill(problem.num_context(), dv);
+  }
+};
+
+// The inputs copied to one queue in the problem's dtype.
+struct DeviceInputs {
+  OwnedTensor q, k, v, chunk_k, chunk_v;
+
+  DeviceInputs(Queue& queue, const BenchProblem& problem, const BenchInputs& inputs) {
+    const std::int64_t nq = problem.num_queries();
+    const std::int64_t nc = problem.num_context();
+    const std::int64_t h = problem.heads;
+    const std::int64_t dqk = problem.dims.qk_head_dim();
+    const std::int64_t dv = problem.dims.v_head_dim;
+    q = upload(queue, inputs.q, problem.dtype, {nq, h, dqk});
+    k = upload(queue, inputs.k, problem.dtype, {nq, h, dqk});
+    v = upload(queue, inputs.v, problem.dtype, {nq, h, dv});
+    chunk_k = upload(queue, inputs.chunk_k, problem.dtype, {nc, h, dqk});
+    chunk_v = upload(queue, inputs.chunk_v, problem.dtype, {nc, h, dv});
+  }
+};
+
+// Output and LSE of one phase, copied back to the host.
+struct PhaseResult {
+  std::vector<float> out, lse;
+};
+
+PhaseResult download_result(Queue& queue, const AttentionResult& result) {
+  queue.wait();
+  return {download(queue, result.out), download(queue, result.lse)};
+}
+
+AttentionResult run_new_tokens(PrefillBackend& backend, Queue& queue, const DeviceInputs& in) {
+  return backend.run_new_tokens(queue, in.q.view, in.k.view, in.v.view, true);
+}
+
+AttentionResult run_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
+                         const DeviceInputs& in) {
+  return run_prefill_step(backend, queue, metadata, in.q.view, in.k.view, in.v.view, {in.chunk_k.view},
+                          {in.chunk_v.view});
+}
+
+// Prints a line per run to stderr once the command has taken more than a second.
+class Progress {
+ public:
+  Progress() : start_(std::chrono::steady_clock::now()), tty_(isatty(STDERR_FILENO) != 0) {}
+  void report(const std::string& what) {
+    if (std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+    // On a terminal the line is rewritten in place; in a log each run gets a line.
+    std::cerr << (tty_ ? "\r\033[K" : "") << "mla-prefill: bench: " << what << (tty_ ? "" : "\n") << std::flush;
+    shown_ = tty_;
+  }
+  void finish() {
+    if (shown_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  bool tty_;
+  bool shown_ = false;
+};
+
+struct Timing {
+  double median_ms = 0;
+  PhaseResult result;  // of the last timed run
+};
+
+// One warm-up, then `repeats` runs timed by events on the queue. Only the
+// backend's work lies between the events; copies back come after the last run.
+template <class Run>
+Timing time_phase(Queue& queue, const std::string& name, int repeats, Progress& progress, Run&& run) {
+  AttentionResult last = run();  // warm-up
+  queue.wait();
+  progress.report(name + ": warm-up done");
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) {
+    const Event start = queue.record();
+    AttentionResult current = run();
+    const Event end = queue.record();
+    samples.push_back(Event::elapsed_ms(start, end));
+    last = std::move(current);  // frees the previous result outside the timed span
+    progress.report(fmt::format("{}: run {}/{} took {:.1f} ms", name, i + 1, repeats, samples.back()));
+  }
+  std::sort(samples.begin(), samples.end());
+  const std::size_t mid = samples.size() / 2;
+  Timing timing;
+  timing.median_ms = samples.size() % 2 ? samples[mid] : 0.5 * (samples[mid - 1] + samples[mid]);
+  timing.result = download_result(queue, last);
+  return timing;
+}
+
+// ||out - ref|| / ||ref||; NaN when out holds a NaN.
+double relative_error(const std::vector<float>& out, const std::vector<float>& ref) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double d = static_cast<double>(out[i]) - ref[i];
+    diff += d * d;
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+// Largest |lse - ref|; rows without keys must agree on -inf exactly.
+double max_lse_error(const std::vector<float>& lse, const std::vector<float>& ref) {
+  double worst = 0;
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(ref[i]) || std::isinf(lse[i])) {
+      if (lse[i] != ref[i]) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    const double error = std::fabs(static_cast<double>(lse[i]) - ref[i]);
+    if (!(error <= worst)) worst = error;  // keeps NaN
+  }
+  return worst;
+}
+
+std::string lengths_text(const std::vector<int>& lengths) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < lengths.size(); ++i) text += (i ? ", " : "") + std::to_string(lengths[i]);
+  return text + "]";
+}
+
+int run_bench(const BenchOptions& options) {
+  if (options.repeats < 1) {
+    raise(ErrorCategory::invalid_argument, "--repeats must be at least 1, got " + std::to_string(options.repeats));
+  }
+  const BenchProblem problem;
+  Selector selector = options.selection.make_selector();
+  const DeviceCapability platform = current_platform();
+  const Selection selection = options.selection.select(selector, SelectorConfig{problem.dtype, problem.dims}, platform);
+  BackendParams params;
+  params.num_heads = problem.heads;
+  params.scale = problem.scale();
+  params.dims = problem.dims;
+  params.dtype = problem.dtype;
+  const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
+  Queue queue = queue_for(selection);
+
+  PrefillMetadata metadata = PrefillMetadata::from_lengths(problem.new_lengths, problem.new_lengths);
+  metadata.add_chunk(problem.context_lengths);
+  const BenchInputs inputs(problem);
+  const DeviceInputs device_inputs(queue, problem, inputs);
+  backend->prepare(queue, metadata);
+
+  Progress progress;
+  const Timing new_tokens = time_phase(queue, "new tokens", options.repeats, progress,
+                                       [&] { return run_new_tokens(*backend, queue, device_inputs); });
+  const Timing step = time_phase(queue, "prefill step", options.repeats, progress,
+                                 [&] { return run_step(*backend, queue, metadata, device_inputs); });
+
+  // The oracle: the library's own REFERENCE (not a configured override) on the same inputs.
+  const bool is_reference = selection.kind == MlaPrefillBackendKind::REFERENCE && selection.name == "REFERENCE" &&
+                            backend->name() == "REFERENCE";
+  PhaseResult reference_new = new_tokens.result;
+  PhaseResult reference_step = step.result;
+  if (!is_reference) {
+    progress.report("running REFERENCE for the error check");
+    Queue host = Queue::host();
+    const std::unique_ptr<PrefillBackend> reference =
+        builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
+    const DeviceInputs host_inputs(host, problem, inputs);
+    reference->prepare(host, metadata);
+    reference_new = download_result(host, run_new_tokens(*reference, host, host_inputs));
+    reference_step = download_result(host, run_step(*reference, host, metadata, host_inputs));
+  }
+  progress.finish();
+
+  std::cout << fmt::format("mla-prefill bench: DeepSeek-V3 prefill at TP8\n");
+  std::cout << fmt::format("platform   {}\n", describe_platform(platform));
+  std::cout << fmt::format("backend    {} ({})\n", backend->name(), selection.why);
+  std::cout << fmt::format("queue      {}\n", queue.describe());
+  std::cout << fmt::format("shape      H={}, dims {}, {}, scale {:.6f}\n", problem.heads, to_string(problem.dims),
+                           dtype_name(problem.dtype), problem.scale());
+  std::cout << fmt::format("batch      new tokens {} ({} queries); one context chunk {} ({} keys)\n",
+                           lengths_text(problem.new_lengths), problem.num_queries(),
+                           lengths_text(problem.context_lengths), problem.num_context());
+  std::cout << fmt::format("timing     median of {} run(s) after 1 warm-up, events on the queue\n", options.repeats);
+  std::cout << fmt::format("reference  {}\n\n", is_reference ? "the backend is REFERENCE itself: errors are 0 (self)"
+                                                             : "REFERENCE (fp64 accumulation) on the same inputs");
+
+  std::cout << fmt::format("{:<32} {:>8} {:>11} {:>9} {:>12} {:>12}\n", "phase", "GFLOP", "median ms", "TFLOP/s",
+                           "rel. error", "max LSE err");
+  const auto row = [&](const std::string& name, double flops, const Timing& timing, const PhaseResult& reference) {
+    const double tflops = timing.median_ms > 0 ? flops / (timing.median_ms * 1e-3) / 1e12 : 0.0;
+    const std::string rel =
+        is_reference ? "0 (self)" : fmt::format("{:.3e}", relative_error(timing.result.out, reference.out));
+    const std::string lse =
+        is_reference ? "0 (self)" : fmt::format("{:.3e}", max_lse_error(timing.result.lse, reference.lse));
+    std::cout << fmt::format("{:<32} {:>8.3f} {:>11.3f} {:>9.4g} {:>12} {:>12}\n", name, flops / 1e9, timing.median_ms,
+                             tflops, rel, lse);
+  };
+  row("new tokens (causal)", problem.new_token_flops(), new_tokens, reference_new);
+  row("prefill step (+1 chunk, merge)", problem.new_token_flops() + problem.chunk_flops(), step, reference_step);
+  return exit_success;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& parent) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "bench", "Time the selected backend on a built-in DeepSeek-V3 prefill problem and check it against REFERENCE");
+  options->selection.add_to(*app);
+  app->add_option("--repeats", options->repeats, "timed runs after one warm-up; the median is reported")
+      ->capture_default_str();
+  return {app, [options] { return run_bench(*options); }};
+}
+
+}  // namespace mla::tools

@@ -1,0 +1,181 @@
+#include "command.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+
+#include "npy.hpp"
+
+namespace mla::tools {
+
+void SelectionOptions::add_to(CLI::App& app) {
+  add_optional(app, "--config", config_path,
+               "YAML configuration layered over the built-in defaults (default: $MLA_CONFIG)");
+  add_optional(app, "--backend", backend,
+               "backend to use, e.g. REFERENCE; beats the configuration and $MLA_PREFILL_BACKEND");
+}
+
+Selector SelectionOptions::make_selector() const {
+  const LogLevel level = log_level();
+  Selector selector(resolve_config(config_path));
+  // The command prints its own account of the selection; the configuration's
+  // log level must not override the one main() chose from --log-level.
+  set_log_level(level);
+  return selector;
+}
+
+Selection SelectionOptions::select(Selector& selector, const SelectorConfig& request,
+                                   const DeviceCapability& platform) const {
+  // The selector calls an argument's choice "API"; to the user it is a flag.
+  try {
+    Selection selection = selector.select(request, platform, backend);
+    if (selection.why == "explicit choice from API") selection.why = "explicit choice from --backend";
+    return selection;
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    const std::string api_origin = "(chosen by API)";
+    const std::size_t at = message.rfind(api_origin);
+    if (error.category() != ErrorCategory::selection || at == std::string::npos) throw;
+    raise(error.category(), message.substr(0, at) + "(chosen by --backend)" + message.substr(at + api_origin.size()));
+  }
+}
+
+bool is_explicit_choice(const Selector& selector, const SelectionOptions& options) {
+  return options.backend.has_value() || selector.config().backend != "auto";
+}
+
+MlaDims parse_dims(const std::string& text, const char* flag) {
+  int values[3] = {0, 0, 0};
+  const char* cursor = text.data();
+  const char* end = text.data() + text.size();
+  for (int i = 0; i < 3; ++i) {
+    const auto [next, error] = std::from_chars(cursor, end, values[i]);
+    const bool separator_ok = i < 2 ? (next != end && *next == ',') : next == end;
+    if (error != std::errc() || !separator_ok || values[i] <= 0) {
+      raise(ErrorCategory::invalid_argument,
+            std::string(flag) + " must be three positive integers P,R,V (e.g. 128,64,128), got '" + text + "'");
+    }
+    cursor = next + 1;
+  }
+  return MlaDims{values[0], values[1], values[2]};
+}
+
+DType parse_input_dtype(const std::string& text, const char* flag) {
+  std::optional<DType> dtype;
+  try {
+    dtype = parse_dtype(text);
+  } catch (const Error&) {
+  }
+  if (!dtype || *dtype == DType::float8_e4m3) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(flag) + " must be bf16, fp16 or fp32 (or bfloat16, float16, float32), got '" + text + "'");
+  }
+  return *dtype;
+}
+
+std::string describe_platform(const DeviceCapability& platform) {
+  std::string text = platform.describe();
+  if (platform.simulated) {
+    const char* spec = std::getenv("MLA_PLATFORM");
+    text += std::string(", simulated by MLA_PLATFORM=") + (spec ? spec : "?");
+  } else if (platform.vendor == Vendor::host) {
+    text += " (no GPU in this build or on this machine)";
+  } else {
+    text += " \"" + platform.name + "\"";
+  }
+  return text;
+}
+
+HostTensor load_float_tensor(const std::string& path, const char* flag, int rank, const char* layout) {
+  const NpyArray array = read_npy(path);
+  const std::string what = std::string(flag) + " (" + path + ")";
+  if (array.rank() != rank) {
+    raise(ErrorCategory::invalid_argument,
+          what + ": expected a " + std::to_string(rank) + "-d array " + layout + ", got " + array.describe());
+  }
+  HostTensor tensor;
+  tensor.values = array.to_floats(what);
+  tensor.shape = array.shape;
+  return tensor;
+}
+
+std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* flag) {
+  const NpyArray array = read_npy(path);
+  const std::string what = std::string(flag) + " (" + path + ")";
+  if (array.rank() != 1) {
+    raise(ErrorCategory::invalid_argument, what + ": expected a 1-d array [batch + 1], got " + array.describe());
+  }
+  std::vector<std::int32_t> cu;
+  for (std::int64_t value : array.to_integers(what)) {
+    if (value < 0 || value > std::numeric_limits<std::int32_t>::max()) {
+      raise(ErrorCategory::invalid_argument,
+            what + ": value " + std::to_string(value) + " is out of range (0 to 2^31 - 1)");
+    }
+    cu.push_back(static_cast<std::int32_t>(value));
+  }
+  return cu;
+}
+
+void save_float_tensor(const std::string& path, std::vector<std::int64_t> shape, const std::vector<float>& values) {
+  write_npy(path, make_float32_array(std::move(shape), values));
+}
+
+Queue queue_for(const Selection& selection) {
+  std::optional<DeviceBackend> needed;
+  if (selection.kind == MlaPrefillBackendKind::CUDA_FLASH) needed = DeviceBackend::cuda;
+  if (selection.kind == MlaPrefillBackendKind::HIP_FLASH) needed = DeviceBackend::hip;
+  if (selection.kind == MlaPrefillBackendKind::CUSTOM && selection.platform.vendor != Vendor::host) {
+    return Queue::default_queue();
+  }
+  if (!needed) return Queue::host();
+  Queue queue = Queue::default_queue();
+  if (queue.backend() != *needed) {
+    raise(ErrorCategory::not_supported,
+          selection.name + " runs on a " + std::string(device_backend_name(*needed)) +
+              " device, but this process has none" +
+              (selection.platform.simulated ? " (the platform is only simulated by MLA_PLATFORM)" : ""));
+  }
+  return queue;
+}
+
+OwnedTensor upload(Queue& queue, const std::vector<float>& values, DType dtype,
+                   std::initializer_list<std::int64_t> shape) {
+  OwnedTensor tensor = OwnedTensor::device(queue, dtype, shape);
+  if (static_cast<std::size_t>(tensor.view.numel()) != values.size()) {
+    raise(ErrorCategory::internal,
+          "upload: " + std::to_string(values.size()) + " values for " + tensor.view.describe());
+  }
+  std::vector<unsigned char> staging(values.size() * dtype_size(dtype));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    store_from_float(staging.data(), dtype, static_cast<std::int64_t>(i), values[i]);
+  }
+  if (!staging.empty()) queue.memcpy(tensor.view.data, staging.data(), staging.size());
+  queue.wait();
+  return tensor;
+}
+
+std::vector<float> download(Queue& queue, const TensorView& view) {
+  const std::int64_t count = view.numel();
+  if (count == 0) return {};
+  // Copy the whole span the view covers, then gather with its strides: a
+  // backend may return a padded view (CONTRACT.md §2).
+  std::int64_t span = 1;
+  for (int d = 0; d < view.rank; ++d) span += (view.shape[d] - 1) * view.stride[d];
+  std::vector<unsigned char> staging(static_cast<std::size_t>(span) * dtype_size(view.dtype));
+  queue.memcpy(staging.data(), view.data, staging.size());
+  queue.wait();
+
+  std::vector<float> values(static_cast<std::size_t>(count));
+  std::array<std::int64_t, TensorView::max_rank> index{};
+  for (std::int64_t flat = 0; flat < count; ++flat) {
+    values[static_cast<std::size_t>(flat)] =
+        load_as_float(staging.data(), view.dtype, view.offset(index[0], index[1], index[2], index[3]));
+    for (int d = view.rank - 1; d >= 0; --d) {  // advance the row-major index
+      if (++index[d] < view.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return values;
+}
+
+}  // namespace mla::tools

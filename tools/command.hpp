@@ -1,0 +1,98 @@
+// Pieces every subcommand of mla-prefill shares: how a subcommand plugs into
+// main(), the selection options, loading tensors from .npy files, and moving
+// them to and from the backend's queue.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mla/mla.hpp"
+
+namespace mla::tools {
+
+// Exit statuses. Every mla::Error except a device failure or an internal bug
+// is the caller's input being wrong (files, flags, configuration, a backend
+// that cannot run here), so it exits with usage_error like a bad flag does.
+inline constexpr int exit_success = 0;
+inline constexpr int exit_failure = 1;      // the work itself failed (device error, bug)
+inline constexpr int exit_usage_error = 2;  // bad flags, files, configuration or backend choice
+
+// A subcommand: its CLI11 node and what runs when it was chosen. The action
+// runs after parsing, outside CLI11, so main() sees every error it raises.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_backends_command(CLI::App& parent);
+Command add_run_command(CLI::App& parent);
+Command add_merge_command(CLI::App& parent);
+Command add_bench_command(CLI::App& parent);
+
+// An option whose absence differs from an empty value (`--dims ""` is an error,
+// not "use the default").
+template <class T>
+CLI::Option* add_optional(CLI::App& app, const std::string& name, std::optional<T>& target, const std::string& help) {
+  return app.add_option_function<T>(
+      name, [&target](const T& value) { target = value; }, help);
+}
+
+// --config and --backend, shared by the commands that select a backend.
+struct SelectionOptions {
+  std::optional<std::string> config_path;  // none: MLA_CONFIG or the built-in defaults
+  std::optional<std::string> backend;      // none: the config's choice (MLA_PREFILL_BACKEND, YAML) or auto
+
+  void add_to(CLI::App& app);
+  // resolve_config(--config) wrapped in a Selector; keeps the log level main() set.
+  Selector make_selector() const;
+  // selector.select() with --backend as the API choice; reasons and errors name --backend.
+  Selection select(Selector& selector, const SelectorConfig& request, const DeviceCapability& platform) const;
+};
+
+// Whether the backend was named (API, environment or YAML) rather than found by
+// walking the priority list.
+bool is_explicit_choice(const Selector& selector, const SelectionOptions& options);
+
+// "P,R,V" as three positive integers; raises Error(invalid_argument) naming `flag`.
+MlaDims parse_dims(const std::string& text, const char* flag);
+// bf16, fp16 or fp32 (and their long names); fp8 is not an attention input.
+DType parse_input_dtype(const std::string& text, const char* flag);
+
+// "host", or "nvidia sm_90 (capability 9.0), simulated by MLA_PLATFORM=nvidia:9.0"
+std::string describe_platform(const DeviceCapability& platform);
+
+// A tensor read from a .npy file, widened to float.
+struct HostTensor {
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+  std::int64_t size(int dim) const { return shape.at(static_cast<std::size_t>(dim)); }
+};
+
+// A float32/float16 array of rank `rank`; `layout` ("[tokens, heads, dqk]")
+// explains the expected shape in messages that name `flag`.
+HostTensor load_float_tensor(const std::string& path, const char* flag, int rank, const char* layout);
+// A 1-d int32/int64 array whose values fit int32 (range checks come later).
+std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* flag);
+// Writes a float32 array; `shape` must match values.
+void save_float_tensor(const std::string& path, std::vector<std::int64_t> shape, const std::vector<float>& values);
+
+// The queue a backend's kernels run on: the host queue for host backends, the
+// process's GPU queue for CUDA_FLASH / HIP_FLASH (and custom backends on a GPU
+// platform). Raises Error(not_supported) when that GPU does not exist.
+Queue queue_for(const Selection& selection);
+
+// Converts `values` to `dtype` on the host and copies them into a new device
+// tensor of `queue`; waits, so the staging memory may go away afterwards.
+OwnedTensor upload(Queue& queue, const std::vector<float>& values, DType dtype,
+                   std::initializer_list<std::int64_t> shape);
+// Copies a (possibly strided) tensor of `queue` back and widens it to float,
+// row-major.
+std::vector<float> download(Queue& queue, const TensorView& view);
+
+}  // namespace mla::tools

@@ -1,0 +1,137 @@
+// mla-prefill run: one varlen attention call on tensors from .npy files,
+// through the selected backend, with tensors moved only through its queue.
+#include <cmath>
+#include <iostream>
+
+#include "command.hpp"
+
+namespace mla::tools {
+namespace {
+
+struct RunOptions {
+  SelectionOptions selection;
+  std::string q, k, v, cu_seqlens_q, cu_seqlens_k, out;
+  std::optional<std::string> lse;
+  float scale = 0.0f;
+  bool causal = false;
+  std::string dtype = "bf16";
+  std::optional<std::string> dims;
+};
+
+// The split of dqk = P + R. Without --dims, R is 64 (DeepSeek's rope width)
+// when dqk > 64, else half of dqk; the split only matters for backends that
+// list supported dims.
+MlaDims resolve_dims(const RunOptions& options, std::int64_t dqk, std::int64_t dv) {
+  if (!options.dims) {
+    const std::int64_t rope = dqk > 64 ? 64 : dqk / 2;
+    return MlaDims{static_cast<int>(dqk - rope), static_cast<int>(rope), static_cast<int>(dv)};
+  }
+  const MlaDims dims = parse_dims(*options.dims, "--dims");
+  if (dims.qk_head_dim() != dqk || dims.v_head_dim != dv) {
+    raise(ErrorCategory::invalid_argument,
+          "--dims " + *options.dims + " gives dqk=" + std::to_string(dims.qk_head_dim()) +
+              ", V=" + std::to_string(dims.v_head_dim) + " but the tensors have dqk=" + std::to_string(dqk) +
+              " (last dim of --q) and V=" + std::to_string(dv) + " (last dim of --v)");
+  }
+  return dims;
+}
+
+void check_shapes(const HostTensor& q, const HostTensor& k, const HostTensor& v) {
+  const auto mismatch = [](const std::string& message) { raise(ErrorCategory::invalid_argument, message); };
+  if (q.size(1) != k.size(1) || q.size(1) != v.size(1)) {
+    mismatch("heads disagree: --q has " + std::to_string(q.size(1)) + ", --k " + std::to_string(k.size(1)) + ", --v " +
+             std::to_string(v.size(1)));
+  }
+  if (q.size(2) != k.size(2)) {
+    mismatch("dqk disagrees: --q rows have " + std::to_string(q.size(2)) + " elements, --k rows " +
+             std::to_string(k.size(2)));
+  }
+  if (k.size(0) != v.size(0)) {
+    mismatch("--k has " + std::to_string(k.size(0)) + " tokens but --v has " + std::to_string(v.size(0)));
+  }
+  if (q.size(1) == 0 || q.size(2) == 0 || v.size(2) == 0) {
+    mismatch("heads, dqk and V must be positive, got q " + std::to_string(q.size(1)) + " heads x " +
+             std::to_string(q.size(2)) + ", V " + std::to_string(v.size(2)));
+  }
+}
+
+int run_attention(const RunOptions& options) {
+  // Validate everything the user gave before choosing a backend.
+  const DType dtype = parse_input_dtype(options.dtype, "--dtype");
+  if (!std::isfinite(options.scale) || options.scale <= 0.0f) {
+    raise(ErrorCategory::invalid_argument,
+          "--scale must be a positive finite number, got " + std::to_string(options.scale));
+  }
+  const HostTensor q = load_float_tensor(options.q, "--q", 3, "[tokens, heads, dqk]");
+  const HostTensor k = load_float_tensor(options.k, "--k", 3, "[tokens, heads, dqk]");
+  const HostTensor v = load_float_tensor(options.v, "--v", 3, "[tokens, heads, V]");
+  check_shapes(q, k, v);
+  const MlaDims dims = resolve_dims(options, q.size(2), v.size(2));
+
+  PrefillMetadata metadata;
+  metadata.cu_seqlens_q = load_cu_seqlens(options.cu_seqlens_q, "--cu-seqlens-q");
+  metadata.cu_seqlens_k = load_cu_seqlens(options.cu_seqlens_k, "--cu-seqlens-k");
+  check_cu_seqlens(metadata.cu_seqlens_q, "--cu-seqlens-q", q.size(0));
+  check_cu_seqlens(metadata.cu_seqlens_k, "--cu-seqlens-k", k.size(0));
+  if (metadata.cu_seqlens_q.size() != metadata.cu_seqlens_k.size()) {
+    raise(ErrorCategory::invalid_argument, "--cu-seqlens-q has " + std::to_string(metadata.cu_seqlens_q.size()) +
+                                               " entries but --cu-seqlens-k has " +
+                                               std::to_string(metadata.cu_seqlens_k.size()) + "; both are [batch + 1]");
+  }
+  metadata.max_seqlen_q = max_seqlen(metadata.cu_seqlens_q);
+  metadata.max_seqlen_k = max_seqlen(metadata.cu_seqlens_k);
+  metadata.causal = options.causal;
+  check_metadata(metadata);
+
+  Selector selector = options.selection.make_selector();
+  const Selection selection = options.selection.select(selector, SelectorConfig{dtype, dims}, current_platform());
+  BackendParams params;
+  params.num_heads = static_cast<int>(q.size(1));
+  params.scale = options.scale;
+  params.dims = dims;
+  params.dtype = dtype;
+  const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
+  Queue queue = queue_for(selection);
+
+  const std::int64_t heads = q.size(1);
+  OwnedTensor q_dev = upload(queue, q.values, dtype, {q.size(0), heads, q.size(2)});
+  OwnedTensor k_dev = upload(queue, k.values, dtype, {k.size(0), heads, k.size(2)});
+  OwnedTensor v_dev = upload(queue, v.values, dtype, {v.size(0), heads, v.size(2)});
+  backend->prepare(queue, metadata);
+  const bool want_lse = options.lse.has_value();
+  const AttentionResult result = backend->run_new_tokens(queue, q_dev.view, k_dev.view, v_dev.view, want_lse);
+  queue.wait();
+
+  save_float_tensor(options.out, {q.size(0), heads, v.size(2)}, download(queue, result.out));
+  if (want_lse) save_float_tensor(*options.lse, {heads, q.size(0)}, download(queue, result.lse));
+  std::cout << "mla-prefill: ran " << backend->name() << " on the " << queue.describe() << " (" << selection.why
+            << "): " << metadata.batch_size() << " sequences, " << q.size(0) << " queries, " << k.size(0) << " keys, "
+            << heads << " heads, " << dtype_name(dtype) << ", " << to_string(dims)
+            << (options.causal ? ", causal" : ", non-causal") << '\n';
+  return exit_success;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& parent) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* app = parent.add_subcommand("run", "Run varlen prefill attention on .npy tensors and write the output");
+  options->selection.add_to(*app);
+  app->add_option("--q", options->q, "queries [Nq, H, dqk], float32 or float16 .npy")->required();
+  app->add_option("--k", options->k, "keys [Nk, H, dqk]")->required();
+  app->add_option("--v", options->v, "values [Nk, H, V]")->required();
+  app->add_option("--cu-seqlens-q", options->cu_seqlens_q, "[B+1] int32 or int64 .npy, from 0 to Nq")->required();
+  app->add_option("--cu-seqlens-k", options->cu_seqlens_k, "[B+1] int32 or int64 .npy, from 0 to Nk")->required();
+  app->add_option("--scale", options->scale, "softmax scale, e.g. 192^-0.5")->required();
+  app->add_flag("--causal", options->causal,
+                "causal mask, bottom-right aligned when a sequence has more keys than queries");
+  app->add_option("--dtype", options->dtype, "compute type; inputs are rounded to it: bf16, fp16 or fp32")
+      ->capture_default_str();
+  add_optional(*app, "--dims", options->dims,
+               "MLA dims P,R,V; default: V from --v, R = 64 when dqk > 64 else dqk / 2, P = dqk - R");
+  app->add_option("--out", options->out, "output [Nq, H, V], written as float32 .npy")->required();
+  add_optional(*app, "--lse", options->lse, "also write the LSE [H, Nq] (natural log, float32 .npy)");
+  return {app, [options] { return run_attention(*options); }};
+}
+
+}  // namespace mla::tools
