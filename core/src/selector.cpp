@@ -9,6 +9,7 @@
 
 #include "mla/error.hpp"
 #include "mla/log.hpp"
+#include "mla/plugins.hpp"
 #include "registry_generation.hpp"
 
 namespace mla {
@@ -36,17 +37,19 @@ std::string format_walk(const std::vector<CandidateReport>& walk) {
 
 std::string capability_text(int value) { return std::to_string(value / 10) + "." + std::to_string(value % 10); }
 
-// "nvidia 8.0+", "amd 9.0-9.5", "nvidia up to 7.5", "host"
+// "nvidia 8.0+", "amd 9.0-9.5", "nvidia up to 7.5", "host". Built by appending:
+// GCC 12 at -O3 reports a false -Wrestrict on `"literal" + std::string`.
 std::string describe_rule(const PriorityRule& rule) {
   std::string text(vendor_name(rule.vendor));
+  if (rule.min_capability) text.append(" ").append(capability_text(*rule.min_capability));
   if (rule.min_capability && rule.max_capability) {
-    text += " " + capability_text(*rule.min_capability) + "-" + capability_text(*rule.max_capability);
+    text.append("-").append(capability_text(*rule.max_capability));
   } else if (rule.min_capability) {
-    text += " " + capability_text(*rule.min_capability) + "+";
+    text.append("+");
   } else if (rule.max_capability) {
-    text += " up to " + capability_text(*rule.max_capability);
+    text.append(" up to ").append(capability_text(*rule.max_capability));
   }
-  if (!rule.origin.file.empty()) text += " (" + rule.origin.describe() + ")";
+  if (!rule.origin.file.empty()) text.append(" (").append(rule.origin.describe()).append(")");
   return text;
 }
 
@@ -74,9 +77,9 @@ Choice effective_choice(const Config& config, const std::optional<std::string>& 
 
 std::string cache_key(const SelectorConfig& request, const DeviceCapability& platform, const Choice& choice) {
   std::string key(vendor_name(platform.vendor));
-  key += platform.capability_known ? "|" + platform.capability_string() + "|" + platform.arch : "|unknown|";
-  key += "|" + std::string(dtype_name(request.dtype)) + "|" + to_string(request.dims);
-  if (choice.name) key += "|" + choice.origin + "=" + *choice.name;
+  key.append("|").append(platform.capability_string()).append("|").append(platform.capability_known ? platform.arch : "");
+  key.append("|").append(dtype_name(request.dtype)).append("|").append(to_string(request.dims));
+  if (choice.name) key.append("|").append(choice.origin).append("=").append(*choice.name);
   return key;
 }
 
@@ -89,6 +92,8 @@ struct Selector::Cache {
 };
 
 Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make_shared<Cache>()) {
+  // Plugins first: they may define the factories that overrides name.
+  for (const std::string& plugin : config_.plugins) load_plugin(plugin);
   auto& registry = mla_prefill_registry();
   for (const auto& [member, factory] : config_.overrides) {
     const MlaPrefillBackendKind kind = registry.parse(member);
