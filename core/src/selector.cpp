@@ -15,8 +15,16 @@
 namespace mla {
 namespace {
 
-Availability availability_of(const BackendDescription& description) {
-  return description.availability ? description.availability() : Availability{};
+// Availability as validate() judges it, for reports: the build first, then
+// whether the build carries code for this device (asked only of a device the
+// backend supports).
+Availability availability_of(const BackendDescription& description, const DeviceCapability& platform) {
+  Availability availability = description.availability ? description.availability() : Availability{};
+  if (availability.available && description.device_availability &&
+      (!description.supports_capability || description.supports_capability(platform))) {
+    availability = description.device_availability(platform);
+  }
+  return availability;
 }
 
 // "[a, b]"
@@ -140,7 +148,7 @@ Selection Selector::select(const SelectorConfig& request, const DeviceCapability
     selection.name = config_.default_backend;
     selection.entry = registry.resolve(selection.kind);
     selection.why = "capability of " + platform.describe() + " unknown: configured default_backend";
-    selection.walk.push_back({selection.name, availability_of(selection.entry.description), {}, -1});
+    selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), {}, -1});
     if (choice.name) {
       log(LogLevel::warn, "Explicit MLA prefill backend " + *choice.name + " (from " + choice.origin +
                               ") is ignored because the device capability is unknown.");
@@ -153,7 +161,7 @@ Selection Selector::select(const SelectorConfig& request, const DeviceCapability
     selection.name = std::string(MlaPrefillRegistry::name(selection.kind));
     selection.entry = registry.resolve(selection.kind);
     std::vector<std::string> reasons = validate(selection.entry.description, platform, request);
-    selection.walk.push_back({selection.name, availability_of(selection.entry.description), reasons,
+    selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), reasons,
                               priority_of(rule, selection.name)});
     if (!reasons.empty()) {
       raise(ErrorCategory::selection, "Selected MLA prefill backend " + selection.name +
@@ -172,7 +180,7 @@ Selection Selector::select(const SelectorConfig& request, const DeviceCapability
       BackendEntry entry;
       try {
         entry = registry.resolve(kind);
-        candidate.availability = availability_of(entry.description);
+        candidate.availability = availability_of(entry.description, platform);
         candidate.reasons = validate(entry.description, platform, request);
       } catch (const Error& error) {
         // An unregistered CUSTOM in a priority list is a reason to move on, as
@@ -230,7 +238,7 @@ std::vector<CandidateReport> Selector::report(const SelectorConfig& request, con
       if (error.category() != ErrorCategory::not_found) throw;
       continue;
     }
-    reports.push_back({name, availability_of(entry.description), validate(entry.description, platform, request),
+    reports.push_back({name, availability_of(entry.description, platform), validate(entry.description, platform, request),
                        priority_of(rule, name)});
   }
   return reports;

@@ -51,6 +51,7 @@ struct FakeSpec {
   std::vector<MlaDims> dims;                                 // empty: any
   std::function<bool(const DeviceCapability&)> capability;  // empty: any
   std::optional<std::string> unavailable;                   // reason, when not available
+  std::optional<std::string> no_device_code;                // device_availability's refusal
 
   FakeSpec& only_dtypes(std::vector<DType> value) { dtypes = std::move(value); return *this; }
   FakeSpec& only_dims(std::vector<MlaDims> value) { dims = std::move(value); return *this; }
@@ -59,6 +60,7 @@ struct FakeSpec {
     return *this;
   }
   FakeSpec& unavailable_because(std::string reason) { unavailable = std::move(reason); return *this; }
+  FakeSpec& no_device_code_because(std::string reason) { no_device_code = std::move(reason); return *this; }
 };
 
 inline BackendEntry make_fake_entry(const std::string& name, FakeSpec spec = {},
@@ -76,6 +78,11 @@ inline BackendEntry make_fake_entry(const std::string& name, FakeSpec spec = {},
     ++counters->availability;
     return unavailable ? Availability{false, *unavailable} : Availability{};
   };
+  if (spec.no_device_code) {
+    description.device_availability = [reason = *spec.no_device_code](const DeviceCapability&) {
+      return Availability{false, reason};
+    };
+  }
   BackendFactory factory = [counters, name](const BackendParams& params) {
     ++counters->factory;
     return std::make_unique<FakeBackend>(params, name);

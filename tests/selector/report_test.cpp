@@ -28,6 +28,26 @@ TEST_F(SelectorTest, ReportListsEveryMemberWithReasonsAndPriority) {
                                                           "required dependencies not available (built without HIP)"}));
 }
 
+TEST_F(SelectorTest, DeviceCodeGapsShowInReportsAndWalks) {
+  // Built with HIP, but without a code object for this gfx arch.
+  fake("HIP_FLASH", FakeSpec{}.capability_if(amd_cdna).no_device_code_because("no code object for gfx942"));
+  Selector selector(Config::builtin_defaults());
+  const Selection selection = selector.select(bf16, mi300);
+  EXPECT_EQ(selection.name, "KOKKOS");
+  ASSERT_EQ(selection.walk.size(), 2u);
+  EXPECT_FALSE(selection.walk[0].availability.available);
+  EXPECT_EQ(selection.walk[0].availability.reason, "no code object for gfx942");
+  EXPECT_EQ(selection.walk[0].reasons,
+            std::vector<std::string>{"required dependencies not available (no code object for gfx942)"});
+
+  // On a device the backend does not support, only the capability is the reason.
+  for (const CandidateReport& report : selector.report(bf16, hopper)) {
+    if (report.name != "HIP_FLASH") continue;
+    EXPECT_TRUE(report.availability.available);
+    EXPECT_EQ(report.reasons, std::vector<std::string>{"compute capability 9.0 not supported"});
+  }
+}
+
 TEST_F(SelectorTest, ReportShowsCustomOnceRegistered) {
   Selector selector(Config::builtin_defaults());
   fake("CUSTOM", FakeSpec{}.only_dtypes({DType::float32}));
