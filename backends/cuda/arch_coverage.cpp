@@ -1,0 +1,77 @@
+#include "arch_coverage.hpp"
+
+#include <cctype>
+#include <vector>
+
+namespace mla::cuda_flash {
+namespace {
+
+struct ArchEntry {
+  int major = 0;
+  int minor = 0;
+  bool specific = false;  // "90a": SASS for exactly this capability
+  bool sass = true;
+  bool ptx = true;
+};
+
+std::vector<std::string_view> split(std::string_view list) {
+  std::vector<std::string_view> items;
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    std::size_t end = list.find_first_of(",;", begin);
+    if (end == std::string_view::npos) end = list.size();
+    if (end > begin) items.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
+}
+
+// "86", "90a-real", "120-virtual"; false for anything else.
+bool parse_entry(std::string_view item, ArchEntry& entry) {
+  std::size_t digits = 0;
+  while (digits < item.size() && std::isdigit(static_cast<unsigned char>(item[digits]))) ++digits;
+  if (digits < 2) return false;
+  int number = 0;
+  for (std::size_t i = 0; i < digits; ++i) number = number * 10 + (item[i] - '0');
+  entry.major = number / 10;
+  entry.minor = number % 10;
+  std::string_view rest = item.substr(digits);
+  if (!rest.empty() && (rest.front() == 'a' || rest.front() == 'f')) {
+    entry.specific = true;
+    rest.remove_prefix(1);
+  }
+  if (rest == "-real") {
+    entry.ptx = false;
+  } else if (rest == "-virtual") {
+    entry.sass = false;
+  } else if (!rest.empty()) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool architectures_cover(std::string_view architectures, const DeviceCapability& device) {
+  if (device.vendor != Vendor::nvidia) return false;
+  const int capability = device.major * 10 + device.minor;
+  for (std::string_view item : split(architectures)) {
+    if (item == "all" || item == "all-major" || item == "native") return true;
+    ArchEntry entry;
+    if (!parse_entry(item, entry)) continue;
+    const int arch = entry.major * 10 + entry.minor;
+    if (entry.sass) {
+      const bool same_major = entry.major == device.major && entry.minor <= device.minor;
+      if (entry.specific ? arch == capability : same_major) return true;
+    }
+    // Arch-specific PTX (compute_90a) only JIT-compiles for that very arch.
+    if (entry.ptx && (entry.specific ? arch == capability : arch <= capability)) return true;
+  }
+  return false;
+}
+
+std::string architectures_gap(std::string_view architectures, const DeviceCapability& device) {
+  return "no code in this build for " + device.arch + " (CUDA architectures " + std::string(architectures) + ")";
+}
+
+}  // namespace mla::cuda_flash

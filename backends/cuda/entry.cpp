@@ -1,0 +1,63 @@
+// The CUDA_FLASH entry of the library's backend table, compiled in every
+// build: a build without CUDA still lists the backend and says why it is
+// unavailable; a CUDA build also says whether its code objects fit the device.
+#include <memory>
+
+#include "arch_coverage.hpp"
+#include "flash_config.hpp"
+#include "mla/detail/builtin.hpp"
+#include "mla/error.hpp"
+
+#if defined(MLA_WITH_CUDA)
+#include "cuda_flash_backend.hpp"
+#endif
+
+namespace mla::detail {
+namespace {
+
+// The model dims each compiled (qk head dim, v head dim) pair serves.
+constexpr MlaDims cuda_flash_dims[] = {
+    {128, 64, 128},  // DeepSeek-V2/V3/R1: 192 / 128
+    {64, 64, 128},   // Mistral-Small-4: 128 / 128
+    {192, 64, 256},  // GLM-5: 256 / 256
+};
+
+constexpr bool every_dims_has_a_kernel() {
+  for (const MlaDims& dims : cuda_flash_dims) {
+    if (cuda_flash::find_flash_tile_config(dims.qk_head_dim(), dims.v_head_dim) == nullptr) return false;
+  }
+  return true;
+}
+static_assert(every_dims_has_a_kernel(), "every listed MLA dims needs a tile configuration");
+
+}  // namespace
+
+BackendEntry cuda_flash_backend_entry() {
+  BackendDescription description;
+  description.name = "CUDA_FLASH";
+  description.dtypes = {DType::float16, DType::bfloat16};
+  description.dims.assign(std::begin(cuda_flash_dims), std::end(cuda_flash_dims));
+  // mma.sync m16n8k16 with bf16 and cp.async need Ampere or newer.
+  description.supports_capability = [](const DeviceCapability& capability) {
+    return capability.vendor == Vendor::nvidia && capability.major >= 8;
+  };
+  description.fp8_output = true;
+#if defined(MLA_WITH_CUDA)
+  description.availability = [] { return Availability{}; };
+  description.device_availability = [](const DeviceCapability& capability) {
+    if (cuda_flash::architectures_cover(MLA_CUDA_ARCHITECTURES, capability)) return Availability{};
+    return Availability{false, cuda_flash::architectures_gap(MLA_CUDA_ARCHITECTURES, capability)};
+  };
+  BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
+    return std::make_unique<cuda_flash::CudaFlashBackend>(params);
+  };
+#else
+  description.availability = [] { return Availability{false, "built without CUDA"}; };
+  BackendFactory factory = [](const BackendParams&) -> std::unique_ptr<PrefillBackend> {
+    raise(ErrorCategory::not_supported, "CUDA_FLASH: built without CUDA (configure with the cuda preset)");
+  };
+#endif
+  return {std::move(description), std::move(factory)};
+}
+
+}  // namespace mla::detail

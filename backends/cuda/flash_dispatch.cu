@@ -1,0 +1,60 @@
+// Runtime (dtype, head dims, causal) -> compiled instantiation. Adding a row
+// to flash_config.hpp means adding a flash_dqk*_dv*.cu file and a branch here.
+#include <string>
+
+#include "cuda_hip/gpu_runtime.hpp"
+#include "flash_config.hpp"
+#include "flash_instances.hpp"
+#include "flash_launch.hpp"
+#include "mla/error.hpp"
+
+namespace mla::cuda_flash {
+namespace {
+
+template <class T, int HeadDimQk, int HeadDimV>
+void launch_causal_or_not(const FlashParams& params, bool causal, gpu::Stream stream, std::size_t shared_limit) {
+  if (causal) {
+    launch_flash_forward<T, HeadDimQk, HeadDimV, true>(params, stream, shared_limit);
+  } else {
+    launch_flash_forward<T, HeadDimQk, HeadDimV, false>(params, stream, shared_limit);
+  }
+}
+
+template <class T>
+void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, bool causal, gpu::Stream stream,
+                     std::size_t shared_limit) {
+  if (head_dim_qk == 192 && head_dim_v == 128) return launch_causal_or_not<T, 192, 128>(params, causal, stream, shared_limit);
+  if (head_dim_qk == 128 && head_dim_v == 128) return launch_causal_or_not<T, 128, 128>(params, causal, stream, shared_limit);
+  if (head_dim_qk == 256 && head_dim_v == 256) return launch_causal_or_not<T, 256, 256>(params, causal, stream, shared_limit);
+  raise(ErrorCategory::internal, "CUDA_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
+                                     std::to_string(head_dim_v) + " have a tile configuration but no dispatch branch");
+}
+
+}  // namespace
+
+bool has_flash_kernel(DType dtype, int head_dim_qk, int head_dim_v) {
+  return (dtype == DType::bfloat16 || dtype == DType::float16) &&
+         find_flash_tile_config(head_dim_qk, head_dim_v) != nullptr;
+}
+
+void launch_flash_attention(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
+                            bool causal) {
+  if (queue.backend() != DeviceBackend::cuda) {
+    raise(ErrorCategory::not_supported, "CUDA_FLASH needs a CUDA queue; got the " + queue.describe());
+  }
+  if (!has_flash_kernel(dtype, head_dim_qk, head_dim_v)) {
+    raise(ErrorCategory::not_supported, "CUDA_FLASH has no kernel for " + std::string(dtype_name(dtype)) +
+                                            " with qk head dim " + std::to_string(head_dim_qk) + " and v head dim " +
+                                            std::to_string(head_dim_v));
+  }
+  gpu::DeviceGuard guard(queue.device_index());
+  const gpu::Stream stream = gpu::stream_of(queue);
+  const std::size_t shared_limit = queue.capability().shared_memory_per_block;
+  if (dtype == DType::bfloat16) {
+    launch_for_dims<__nv_bfloat16>(params, head_dim_qk, head_dim_v, causal, stream, shared_limit);
+  } else {
+    launch_for_dims<__half>(params, head_dim_qk, head_dim_v, causal, stream, shared_limit);
+  }
+}
+
+}  // namespace mla::cuda_flash

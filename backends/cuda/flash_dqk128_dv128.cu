@@ -1,0 +1,13 @@
+// Instantiations for qk head dim 128, v head dim 128: bf16 and fp16, causal and
+// non-causal. One file per head-dim pair so a parallel build compiles them side by side.
+#include "flash_instances.hpp"
+#include "flash_kernel.cuh"
+
+namespace mla::cuda_flash {
+
+template void launch_flash_forward<__nv_bfloat16, 128, 128, true>(const FlashParams&, gpu::Stream, std::size_t);
+template void launch_flash_forward<__nv_bfloat16, 128, 128, false>(const FlashParams&, gpu::Stream, std::size_t);
+template void launch_flash_forward<__half, 128, 128, true>(const FlashParams&, gpu::Stream, std::size_t);
+template void launch_flash_forward<__half, 128, 128, false>(const FlashParams&, gpu::Stream, std::size_t);
+
+}  // namespace mla::cuda_flash

@@ -1,0 +1,31 @@
+// The compiled CUDA_FLASH instantiations, declared for the dispatcher; each
+// flash_dqk*_dv*.cu defines four of them (bf16 / fp16 x causal / non-causal).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+
+#include "cuda_hip/gpu_runtime.hpp"
+#include "flash_params.hpp"
+
+namespace mla::cuda_flash {
+
+// Launches flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>; `shared_limit`
+// is the device's opt-in shared memory per block. Defined in flash_kernel.cuh.
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit);
+
+#define MLA_CUDA_FLASH_DECLARE(T, QK, V)                                                              \
+  extern template void launch_flash_forward<T, QK, V, true>(const FlashParams&, gpu::Stream, std::size_t); \
+  extern template void launch_flash_forward<T, QK, V, false>(const FlashParams&, gpu::Stream, std::size_t);
+MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, 192, 128)
+MLA_CUDA_FLASH_DECLARE(__half, 192, 128)
+MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, 128, 128)
+MLA_CUDA_FLASH_DECLARE(__half, 128, 128)
+MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, 256, 256)
+MLA_CUDA_FLASH_DECLARE(__half, 256, 256)
+#undef MLA_CUDA_FLASH_DECLARE
+
+}  // namespace mla::cuda_flash

@@ -1,0 +1,369 @@
+// The CUDA_FLASH forward kernel (the FlashAttention-2 algorithm on
+// mma.sync.m16n8k16) and its launcher. Included only by the instantiation
+// files flash_dqk*_dv*.cu.
+//
+// One thread block per (work item, head); a work item is one query tile of
+// one sequence, heaviest first. Each warp owns 16 query rows. Per key tile:
+//   S = Q K^T   (mma; Q as A fragments, K by ldmatrix from swizzled smem)
+//   scale into the log2 domain, mask where needed, online softmax in registers
+//   O += P V    (mma; P re-packed from S's accumulators, V by ldmatrix.trans)
+// while the next K and V tiles stream into the other shared-memory stage by
+// cp.async. The epilogue divides by the row sum and writes out (q's dtype or
+// fp8 e4m3) and the natural-log LSE.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cuda_hip/gpu_runtime.hpp"
+#include "cuda_hip/numeric.hpp"
+#include "cuda_hip/softmax.hpp"
+#include "cuda_hip/work_schedule.hpp"
+#include "flash_config.hpp"
+#include "flash_instances.hpp"
+#include "flash_params.hpp"
+#include "fragment_layout.hpp"
+#include "sm80_primitives.cuh"
+
+namespace mla::cuda_flash {
+
+namespace detail {
+
+// cp.async of a [Rows, Dim] tile whose row r starts at src + r * row_stride
+// into a swizzled shared tile; rows >= valid_rows become zeros.
+//
+// A row's chunks are cut into segments of a power-of-two width W that
+// divides the thread count (192 dims: 16 + 8 chunks). Within a segment each
+// thread keeps one chunk column and walks down the rows, so its addresses
+// advance by compile-time steps: no per-chunk address registers live across
+// the main loop. Consecutive threads still read consecutive 16-byte chunks.
+template <int Rows, int RowChunks, int Threads, int Begin, class T>
+__device__ inline void load_segments(std::uint32_t dst, const T* src, std::int64_t row_stride, int valid_rows,
+                                     int tid) {
+  if constexpr (Begin < RowChunks) {
+    constexpr int width = segment_width(RowChunks - Begin, Threads);
+    constexpr int rows_per_pass = Threads / width;
+    static_assert(width > 0 && Rows % rows_per_pass == 0, "the tile must split into whole passes");
+    const int chunk = Begin + tid % width;
+    const int first_row = tid / width;
+    const T* from = src + first_row * row_stride + chunk * chunk_elements;
+#pragma unroll
+    for (int pass = 0; pass < Rows / rows_per_pass; ++pass) {
+      const int row = first_row + pass * rows_per_pass;
+      const bool valid = row < valid_rows;
+      // An invalid row reads nothing; point it at the tile's first row anyway.
+      const T* row_src = valid ? from + pass * rows_per_pass * row_stride : src;
+      sm80::cp_async_16(dst + layout::tile_offset(row, chunk, RowChunks), row_src, valid);
+    }
+    load_segments<Rows, RowChunks, Threads, Begin + width>(dst, src, row_stride, valid_rows, tid);
+  }
+}
+
+template <int Rows, int Dim, int Threads, class T>
+__device__ inline void load_tile(std::uint32_t dst, const T* src, std::int64_t row_stride, int valid_rows, int tid) {
+  load_segments<Rows, Dim / chunk_elements, Threads, 0>(dst, src, row_stride, valid_rows, tid);
+}
+
+// Max and sum over the 4 lanes that share an accumulator row.
+__device__ inline float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+}  // namespace detail
+
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+__global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(), 1)
+    flash_forward_kernel(const FlashParams p) {
+  constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
+  constexpr int block_rows = cfg.block_rows;
+  constexpr int block_cols = cfg.block_cols;
+  constexpr int threads = cfg.threads();
+  constexpr int qk_chunks = HeadDimQk / chunk_elements;
+  constexpr int v_chunks = HeadDimV / chunk_elements;
+  constexpr int s_tiles = block_cols / 8;    // n-tiles of S per warp
+  constexpr int o_tiles = HeadDimV / 8;      // n-tiles of O per warp
+  constexpr int qk_steps = HeadDimQk / 16;   // k-steps of S = Q K^T
+  constexpr int pv_steps = block_cols / 16;  // k-steps of O += P V
+  constexpr int q_fragments = cfg.q_in_registers ? qk_steps : 1;
+  const gpu_schedule::TileShape tile{block_rows, block_cols};
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / warp_threads;
+  const int lane = tid % warp_threads;
+
+  // Heads vary fastest: all heads of the heaviest tile are dispatched first.
+  const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
+  const gpu_schedule::WorkItem item = p.work[blockIdx.x / static_cast<unsigned>(p.num_heads)];
+  const int q_start = p.cu_seqlens_q[item.seq];
+  const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
+  const int k_start = p.cu_seqlens_k[item.seq];
+  const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
+  const int row0 = item.q_tile * block_rows;
+  const int rows = min(block_rows, seqlen_q - row0);
+  const int key_tiles = gpu_schedule::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  const int unmasked_tiles = gpu_schedule::unmasked_key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+
+  const T* q = static_cast<const T*>(p.q) + static_cast<std::int64_t>(q_start + row0) * p.q_row_stride +
+               static_cast<std::int64_t>(head) * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + static_cast<std::int64_t>(k_start) * p.k_row_stride +
+               static_cast<std::int64_t>(head) * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + static_cast<std::int64_t>(k_start) * p.v_row_stride +
+               static_cast<std::int64_t>(head) * p.v_head_stride;
+
+  const std::uint32_t smem = sm80::shared_address(shared);
+  const std::uint32_t q_smem = smem + static_cast<std::uint32_t>(cfg.q_offset());
+  const auto k_smem = [&](int stage) { return smem + static_cast<std::uint32_t>(stage * cfg.stage_bytes()); };
+  const auto v_smem = [&](int stage) {
+    return smem + static_cast<std::uint32_t>(stage * cfg.stage_bytes() + cfg.k_tile_bytes());
+  };
+
+  // Prologue: Q, then key tile 0 into stage 0, as three commit groups.
+  detail::load_tile<block_rows, HeadDimQk, threads>(q_smem, q, p.q_row_stride, rows, tid);
+  sm80::cp_async_commit();
+  if (key_tiles > 0) {
+    detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(0), k, p.k_row_stride, seqlen_k, tid);
+    sm80::cp_async_commit();
+    detail::load_tile<block_cols, HeadDimV, threads>(v_smem(0), v, p.v_row_stride, seqlen_k, tid);
+    sm80::cp_async_commit();
+  }
+
+  // ldmatrix addresses: a per-lane row start plus, per k-step or n-pair, a
+  // compile-time group offset and one of 4 per-lane swizzled chunk offsets
+  // (fragment_layout.hpp). Keeping the lane parts in 8 registers instead of
+  // one address per (step, tile) is what keeps the kernel free of spills.
+  const int warp_row = warp * rows_per_warp;
+  constexpr std::uint32_t qk_row_bytes = qk_chunks * 16;
+  constexpr std::uint32_t v_row_bytes = v_chunks * 16;
+  std::uint32_t a_cols[4];  // Q (A operand) and V (.trans B operand): parity lane / 16
+  std::uint32_t k_cols[4];  // K (B operand): parity (lane / 8) % 2
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    a_cols[i] = layout::lane_step_offset(lane, layout::a_parity(lane), i);
+    k_cols[i] = layout::lane_step_offset(lane, layout::k_parity(lane), i);
+  }
+  static_assert(layout::a_parity(17) == layout::v_parity(17) && layout::a_parity(3) == layout::v_parity(3),
+                "Q and V share their chunk offsets");
+  const std::uint32_t q_lane = q_smem + static_cast<std::uint32_t>(warp_row + layout::a_row(lane)) * qk_row_bytes;
+  const std::uint32_t k_lane = static_cast<std::uint32_t>(layout::k_key(lane)) * qk_row_bytes;
+  const std::uint32_t v_lane = static_cast<std::uint32_t>(layout::v_key(lane)) * v_row_bytes;
+  std::uint32_t q_frag[q_fragments][4];
+  if constexpr (cfg.q_in_registers) {
+    if (key_tiles > 0) {
+      sm80::cp_async_wait<2>();  // Q landed; K0 and V0 may still be in flight
+    } else {
+      sm80::cp_async_wait<0>();
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < qk_steps; ++ks) {
+      sm80::ldmatrix_x4(q_frag[ks], q_lane + layout::step_group_offset(ks) + a_cols[ks % 4]);
+    }
+    // Q's space is stage 1: nobody may refill it before every warp has its fragments.
+    __syncthreads();
+  }
+
+  float o[o_tiles][4];
+#pragma unroll
+  for (int n = 0; n < o_tiles; ++n) {
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  }
+  // Per thread: rows g and g + 8 of the warp's 16 (index r below).
+  float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only until the epilogue
+  const int my_row = row0 + warp_row + layout::acc_row(lane, 0);
+  const int key_end[2] = {gpu_schedule::row_key_end(my_row, seqlen_q, seqlen_k, Causal),
+                          gpu_schedule::row_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
+  const sm80::Pack2<T> pack{};
+
+  for (int kt = 0; kt < key_tiles; ++kt) {
+    const int stage = kt & 1;
+    const bool prefetch = kt + 1 < key_tiles;
+    if (prefetch) {
+      // The other stage was released by the barrier at the end of the last iteration.
+      const int next = (kt + 1) * block_cols;
+      detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(stage ^ 1), k + next * p.k_row_stride,
+                                                        p.k_row_stride, seqlen_k - next, tid);
+      sm80::cp_async_commit();
+      detail::load_tile<block_cols, HeadDimV, threads>(v_smem(stage ^ 1), v + next * p.v_row_stride,
+                                                       p.v_row_stride, seqlen_k - next, tid);
+      sm80::cp_async_commit();
+      sm80::cp_async_wait<3>();  // in flight: V(kt), K(kt+1), V(kt+1)
+    } else {
+      sm80::cp_async_wait<1>();  // in flight: V(kt)
+    }
+    __syncthreads();
+
+    // S = Q K^T for the warp's 16 rows and the tile's block_cols keys.
+    float s[s_tiles][4];
+#pragma unroll
+    for (int j = 0; j < s_tiles; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < qk_steps; ++ks) {
+      std::uint32_t a[4];
+      if constexpr (cfg.q_in_registers) {
+        a[0] = q_frag[ks][0];
+        a[1] = q_frag[ks][1];
+        a[2] = q_frag[ks][2];
+        a[3] = q_frag[ks][3];
+      } else {
+        sm80::ldmatrix_x4(a, q_lane + layout::step_group_offset(ks) + a_cols[ks % 4]);
+      }
+      const std::uint32_t k_step = k_smem(stage) + k_lane + layout::step_group_offset(ks) + k_cols[ks % 4];
+#pragma unroll
+      for (int np = 0; np < s_tiles / 2; ++np) {
+        std::uint32_t b[4];
+        sm80::ldmatrix_x4(b, k_step + np * 16 * qk_row_bytes);
+        sm80::mma_16816<T>(s[2 * np], a, b[0], b[1]);
+        sm80::mma_16816<T>(s[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+
+    // Into the log2 domain (scale * log2 e folded in), then the mask: keys past
+    // the sequence, and for causal blocks keys past each row's diagonal.
+#pragma unroll
+    for (int j = 0; j < s_tiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] *= p.scale_log2;
+    }
+    if (kt >= unmasked_tiles) {
+#pragma unroll
+      for (int j = 0; j < s_tiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = kt * block_cols + j * 8 + layout::acc_col(lane, e);
+          if (key >= key_end[e / 2]) s[j][e] = -INFINITY;
+        }
+      }
+    }
+
+    // Online softmax: new running max, rescale what was accumulated, P = exp2(S - max).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < s_tiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      const float new_max = fmaxf(row_max[r], detail::quad_max(tile_max));
+      const float base = gpu_softmax::exp2_base(new_max);
+      const float rescale = gpu_softmax::rescale_factor(row_max[r], base);
+      row_max[r] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < s_tiles; ++j) {
+        s[j][2 * r] = exp2f(s[j][2 * r] - base);
+        s[j][2 * r + 1] = exp2f(s[j][2 * r + 1] - base);
+        sum += s[j][2 * r] + s[j][2 * r + 1];
+      }
+      row_sum[r] = row_sum[r] * rescale + sum;
+#pragma unroll
+      for (int n = 0; n < o_tiles; ++n) {
+        o[n][2 * r] *= rescale;
+        o[n][2 * r + 1] *= rescale;
+      }
+    }
+
+    if (prefetch) {
+      sm80::cp_async_wait<2>();  // in flight: K(kt+1), V(kt+1)
+    } else {
+      sm80::cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    // O += P V; P goes from S's accumulators to A fragments without smem.
+    const std::uint32_t v_tile = v_smem(stage) + v_lane;
+#pragma unroll
+    for (int ks = 0; ks < pv_steps; ++ks) {
+      std::uint32_t a[4];
+      layout::p_fragment(a, s, ks, pack);
+#pragma unroll
+      for (int np = 0; np < o_tiles / 2; ++np) {
+        std::uint32_t b[4];
+        sm80::ldmatrix_x4_trans(b, v_tile + ks * 16 * v_row_bytes + layout::step_group_offset(np) + a_cols[np % 4]);
+        sm80::mma_16816<T>(o[2 * np], a, b[0], b[1]);
+        sm80::mma_16816<T>(o[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    // Every warp is done with this stage before the next iteration refills it.
+    __syncthreads();
+  }
+  // Nothing may still be landing in shared memory when the block exits (the
+  // Q copy of a block without keys is never waited for above).
+  sm80::cp_async_wait<0>();
+
+  // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = detail::quad_sum(row_sum[r]);
+    const float factor = gpu_softmax::output_factor(sum);
+    const float lse = gpu_softmax::natural_lse(row_max[r], sum);
+    const int row = warp_row + layout::acc_row(lane, 2 * r);  // within the block
+    if (row >= rows) continue;
+    const std::int64_t token = static_cast<std::int64_t>(q_start) + row0 + row;
+    const std::int64_t out_offset = token * p.out_row_stride + static_cast<std::int64_t>(head) * p.out_head_stride;
+#pragma unroll
+    for (int n = 0; n < o_tiles; ++n) {
+      const int col = n * 8 + layout::acc_col(lane, 0);
+      const float lo = o[n][2 * r] * factor;
+      const float hi = o[n][2 * r + 1] * factor;
+      if (p.out_fp8) {
+        const auto bits = static_cast<std::uint16_t>(gpu_numeric::float_to_fp8_e4m3(lo / p.out_scale) |
+                                                     (gpu_numeric::float_to_fp8_e4m3(hi / p.out_scale) << 8));
+        *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
+      } else {
+        *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);
+      }
+    }
+    if (p.lse != nullptr && lane % 4 == 0) {
+      p.lse[static_cast<std::int64_t>(head) * p.lse_head_stride + token * p.lse_token_stride] = lse;
+    }
+  }
+}
+
+template <class T>
+constexpr const char* element_name() {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return "bfloat16";
+  } else {
+    return "float16";
+  }
+}
+
+// Launches one instantiation; `shared_limit` is the device's opt-in shared
+// memory per block.
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit) {
+  constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
+  const std::string name = std::string("flash_forward<") + element_name<T>() + ", " + std::to_string(HeadDimQk) +
+                           ", " + std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
+  if (cfg.shared_bytes() > shared_limit) {
+    raise(ErrorCategory::not_supported, name + " needs " + std::to_string(cfg.shared_bytes()) +
+                                            " bytes of shared memory per block; the device allows " +
+                                            std::to_string(shared_limit));
+  }
+  const std::int64_t blocks = static_cast<std::int64_t>(params.num_work) * params.num_heads;
+  if (blocks == 0) return;
+  if (blocks > INT_MAX) {
+    raise(ErrorCategory::invalid_argument,
+          name + ": " + std::to_string(blocks) + " thread blocks exceed the grid limit; split the batch");
+  }
+  auto* kernel = &flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>;
+  gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(cfg.shared_bytes()), name);
+  kernel<<<static_cast<unsigned>(blocks), cfg.threads(), cfg.shared_bytes(), stream>>>(params);
+  gpu::check_launch(name, std::to_string(params.num_work) + " work items x " + std::to_string(params.num_heads) +
+                              " heads, " + std::to_string(cfg.shared_bytes()) + " bytes of shared memory");
+}
+
+}  // namespace mla::cuda_flash

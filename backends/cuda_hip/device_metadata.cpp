@@ -1,0 +1,76 @@
+#include "device_metadata.hpp"
+
+#include <string>
+
+#include "mla/error.hpp"
+
+namespace mla::gpu_schedule {
+
+static_assert(sizeof(WorkItem) == 2 * sizeof(std::int32_t), "work items are packed as two 32-bit words");
+
+std::size_t DeviceMetadata::append(const std::vector<std::int32_t>& values) {
+  const std::size_t offset = words_.size();
+  words_.insert(words_.end(), values.begin(), values.end());
+  return offset;
+}
+
+DeviceMetadata::PhaseOffsets DeviceMetadata::append_phase(const std::vector<std::int32_t>& cu_q,
+                                                          const std::size_t cu_q_offset,
+                                                          const std::vector<std::int32_t>& cu_k, bool causal) {
+  PhaseOffsets offsets;
+  offsets.cu_q = cu_q_offset;
+  offsets.cu_k = append(cu_k);
+  offsets.causal = causal;
+  const std::vector<WorkItem> work = build_work_list(cu_q, cu_k, causal, tile_);
+  offsets.work = words_.size();
+  offsets.num_work = static_cast<std::int32_t>(work.size());
+  for (const WorkItem& item : work) {
+    words_.push_back(item.seq);
+    words_.push_back(item.q_tile);
+  }
+  return offsets;
+}
+
+void DeviceMetadata::upload(Queue& queue, const PrefillMetadata& metadata, TileShape tile) {
+  words_.clear();
+  chunk_offsets_.clear();
+  tile_ = tile;
+  backend_ = queue.backend();
+  device_index_ = queue.device_index();
+  const std::size_t cu_q = append(metadata.cu_seqlens_q);
+  new_tokens_ = append_phase(metadata.cu_seqlens_q, cu_q, metadata.cu_seqlens_k, metadata.causal);
+  for (const PrefillMetadata::Chunk& chunk : metadata.chunks) {
+    chunk_offsets_.push_back(append_phase(metadata.cu_seqlens_q, cu_q, chunk.cu_seqlens_k, false));
+  }
+  // A new buffer each step: the previous one may still be read by kernels in
+  // flight, and freeing it waits for them.
+  // words_ is never empty: cu_seqlens_q has at least one entry.
+  buffer_ = UsmBuffer();
+  const std::size_t bytes = words_.size() * sizeof(std::int32_t);
+  buffer_ = UsmBuffer::device(queue, bytes);
+  queue.memcpy(buffer_.get(), words_.data(), bytes);
+}
+
+DevicePhase DeviceMetadata::resolve(const PhaseOffsets& offsets) const {
+  if (!uploaded()) raise(ErrorCategory::invalid_argument, "device metadata used before prepare()");
+  const auto* base = buffer_.as<const std::int32_t>();
+  DevicePhase phase;
+  phase.cu_seqlens_q = base + offsets.cu_q;
+  phase.cu_seqlens_k = base + offsets.cu_k;
+  phase.work = reinterpret_cast<const WorkItem*>(base + offsets.work);
+  phase.num_work = offsets.num_work;
+  phase.causal = offsets.causal;
+  return phase;
+}
+
+DevicePhase DeviceMetadata::new_tokens() const { return resolve(new_tokens_); }
+
+DevicePhase DeviceMetadata::chunk(int index) const {
+  if (index < 0 || index >= num_chunks()) {
+    raise(ErrorCategory::invalid_argument, "context chunk " + std::to_string(index) + " does not exist: the step has " +
+                                               std::to_string(num_chunks()) + " chunk(s)");
+  }
+  return resolve(chunk_offsets_[static_cast<std::size_t>(index)]);
+}
+
+}  // namespace mla::gpu_schedule

@@ -1,0 +1,69 @@
+// Which keys a query tile sees, and the order in which thread blocks take the
+// (sequence, query tile) pairs of a varlen batch. The kernels and the host
+// planner use the same functions, so the loop bounds a block runs are the ones
+// the planner weighed.
+//
+// Causal masks are bottom-right aligned (CONTRACT.md §1): query row i of a
+// sequence with sq queries and sk keys sees keys j <= i + sk - sq.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "host_device.hpp"
+
+namespace mla::gpu_schedule {
+
+// One thread block's share: query tile `q_tile` (rows q_tile * tile_rows ...)
+// of sequence `seq`, for every head (the grid covers heads as well).
+struct WorkItem {
+  std::int32_t seq = 0;
+  std::int32_t q_tile = 0;
+};
+
+struct TileShape {
+  int rows = 0;  // query rows per block
+  int cols = 0;  // keys per iteration
+};
+
+// Exclusive end of the keys query row `row` (0-based within its sequence) sees.
+MLA_HOST_DEVICE inline int row_key_end(int row, int seqlen_q, int seqlen_k, bool causal) {
+  if (!causal) return seqlen_k;
+  const int end = row + 1 + seqlen_k - seqlen_q;
+  return end < 0 ? 0 : (end > seqlen_k ? seqlen_k : end);
+}
+
+// Keys any row of the tile [row_begin, row_begin + rows) sees: the loop's end.
+MLA_HOST_DEVICE inline int tile_key_end(int row_begin, int rows, int seqlen_q, int seqlen_k, bool causal) {
+  return row_key_end(row_begin + rows - 1, seqlen_q, seqlen_k, causal);
+}
+
+// Keys every row of the tile sees: key tiles below this need no mask.
+MLA_HOST_DEVICE inline int tile_unmasked_key_end(int row_begin, int seqlen_q, int seqlen_k, bool causal) {
+  return row_key_end(row_begin, seqlen_q, seqlen_k, causal);
+}
+
+MLA_HOST_DEVICE inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Key tiles the block of query tile `q_tile` iterates over.
+MLA_HOST_DEVICE inline int key_tiles(int q_tile, int seqlen_q, int seqlen_k, bool causal, TileShape tile) {
+  const int row_begin = q_tile * tile.rows;
+  const int rows = seqlen_q - row_begin < tile.rows ? seqlen_q - row_begin : tile.rows;
+  return ceil_div(tile_key_end(row_begin, rows, seqlen_q, seqlen_k, causal), tile.cols);
+}
+
+// Leading key tiles that need no mask: every key is visible to every row
+// (whole tiles only; the rest of the loop masks per element).
+MLA_HOST_DEVICE inline int unmasked_key_tiles(int q_tile, int seqlen_q, int seqlen_k, bool causal, TileShape tile) {
+  return tile_unmasked_key_end(q_tile * tile.rows, seqlen_q, seqlen_k, causal) / tile.cols;
+}
+
+// Every (sequence, query tile) of a batch, heaviest first (most key tiles), so
+// the long causal tiles start early and the short ones fill the tail. Ties
+// keep sequence order. Sequences without queries give no item; sequences
+// without keys give items of weight 0, which still write 0 and -inf.
+// cu_seqlens_q / cu_seqlens_k: [B+1], already checked.
+std::vector<WorkItem> build_work_list(const std::vector<std::int32_t>& cu_seqlens_q,
+                                      const std::vector<std::int32_t>& cu_seqlens_k, bool causal, TileShape tile);
+
+}  // namespace mla::gpu_schedule
