@@ -45,7 +45,8 @@ void write_row(const AttentionProblem& p, std::int64_t token, std::int64_t head,
   const std::int64_t base = p.out.offset(token, head);
   for (std::size_t d = 0; d < row.size(); ++d)
     store_output(p.out, base + static_cast<std::int64_t>(d) * p.out.stride[2], row[d], p.out_scale);
-  if (!p.lse.empty_view()) store_from_float(p.lse.data, DType::float32, p.lse.offset(head, token), static_cast<float>(lse));
+  if (!p.lse.empty_view())
+    store_from_float(p.lse.data, DType::float32, p.lse.offset(head, token), static_cast<float>(lse));
 }
 
 }  // namespace

@@ -11,8 +11,8 @@ namespace {
 // only meaningful for memory of the host queue.
 void require_host_queue(const Queue& queue, const char* operation) {
   if (queue.backend() != DeviceBackend::host) {
-    raise(ErrorCategory::not_supported, std::string("REFERENCE ") + operation +
-                                            " runs on the host queue only; got the queue " + queue.describe());
+    raise(ErrorCategory::not_supported,
+          std::string("REFERENCE ") + operation + " runs on the host queue only; got the queue " + queue.describe());
   }
 }
 
@@ -23,9 +23,7 @@ void ReferenceBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
   PrefillBackend::prepare(queue, metadata);
 }
 
-bool ReferenceBackend::supports_quant_output(QuantKey key) const {
-  return key == QuantKey::fp8_e4m3_static_per_tensor;
-}
+bool ReferenceBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
 
 AttentionResult ReferenceBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
                                                  const TensorView& v, bool return_lse, std::optional<TensorView> out,
@@ -55,7 +53,8 @@ AttentionResult ReferenceBackend::run_context_chunk(Queue& queue, int chunk_inde
   require_host_queue(queue, "run_context_chunk");
   check_chunk_args(queue, chunk_index, q, k, v);
   const PrefillMetadata& meta = metadata();
-  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, std::nullopt, params().dtype);
+  AttentionResult result =
+      allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, std::nullopt, params().dtype);
   AttentionProblem problem;
   problem.q = q;
   problem.k = k;

@@ -16,9 +16,9 @@ namespace mla::reference {
 // One varlen attention: sequence b has queries [cu_q[b], cu_q[b+1]) and keys
 // [cu_k[b], cu_k[b+1]). Causal masks are bottom-right aligned.
 struct AttentionProblem {
-  TensorView q;    // [Nq, H, dqk]
-  TensorView k;    // [Nk, H, dqk]
-  TensorView v;    // [Nk, H, V]
+  TensorView q;                                     // [Nq, H, dqk]
+  TensorView k;                                     // [Nk, H, dqk]
+  TensorView v;                                     // [Nk, H, V]
   const std::vector<std::int32_t>* cu_q = nullptr;  // [B+1]
   const std::vector<std::int32_t>* cu_k = nullptr;  // [B+1]
   bool causal = true;

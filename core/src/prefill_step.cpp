@@ -32,10 +32,10 @@ AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const Pr
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v) {
   if (chunk_k.size() != metadata.chunks.size() || chunk_v.size() != metadata.chunks.size()) {
-    raise(ErrorCategory::invalid_argument,
-          "run_prefill_step: the metadata has " + std::to_string(metadata.chunks.size()) + " context chunks but " +
-              std::to_string(chunk_k.size()) + " chunk_k and " + std::to_string(chunk_v.size()) +
-              " chunk_v views were given");
+    raise(ErrorCategory::invalid_argument, "run_prefill_step: the metadata has " +
+                                               std::to_string(metadata.chunks.size()) + " context chunks but " +
+                                               std::to_string(chunk_k.size()) + " chunk_k and " +
+                                               std::to_string(chunk_v.size()) + " chunk_v views were given");
   }
   backend.prepare(queue, metadata);
   AttentionResult current = backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true);

@@ -1,0 +1,131 @@
+#include "conformance/conformance_fixture.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "mla/detail/builtin.hpp"
+
+#ifndef MLA_CONFORMANCE_BACKEND
+#error "define MLA_CONFORMANCE_BACKEND as the member name under test (mla_add_conformance does)"
+#endif
+
+namespace mla::testing {
+namespace {
+
+bool gpu_required() {
+  const char* value = std::getenv("MLA_REQUIRE_GPU");
+  return value != nullptr && std::string(value) == "1";
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : "; ") + item;
+  return text;
+}
+
+// FNV-1a of the test's full name: every test has its own stable seed.
+std::uint64_t seed_for_current_test() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  std::uint64_t hash = 1469598103934665603ull;
+  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return hash;
+}
+
+}  // namespace
+
+std::string shape_name(const ::testing::TestParamInfo<ConformanceShape>& info) {
+  const ConformanceShape& s = info.param;
+  std::ostringstream os;
+  os << dtype_name(s.dtype) << "_" << s.dims.qk_nope_head_dim << "x" << s.dims.qk_rope_head_dim << "x"
+     << s.dims.v_head_dim << "_h" << s.heads;
+  return os.str();
+}
+
+void PrintTo(const ConformanceShape& shape, std::ostream* os) {
+  *os << dtype_name(shape.dtype) << " " << to_string(shape.dims) << " heads=" << shape.heads;
+}
+
+DeviceBackend device_backend_for(const std::string& backend_name) {
+  if (backend_name == "CUDA_FLASH") return DeviceBackend::cuda;
+  if (backend_name == "HIP_FLASH") return DeviceBackend::hip;
+  return DeviceBackend::host;
+}
+
+void Conformance::SetUp() {
+  const std::string name = MLA_CONFORMANCE_BACKEND;
+  MlaPrefillRegistry& registry = mla_prefill_registry();
+  const BackendEntry entry = registry.resolve(registry.parse(name));
+  description_ = entry.description;
+
+  const DeviceBackend device = device_backend_for(name);
+  std::string missing;
+  if (device != DeviceBackend::host && !device_backend_built(device))
+    missing = "this build has no " + std::string(device_backend_name(device)) + " support";
+  else if (device != DeviceBackend::host && detect_devices().empty())
+    missing = "no GPU detected";
+  if (missing.empty()) {
+    const Availability availability = description_.availability ? description_.availability() : Availability{};
+    if (!availability.available) missing = availability.reason.empty() ? "not available" : availability.reason;
+  }
+  if (!missing.empty()) {
+    if (device != DeviceBackend::host && gpu_required()) FAIL() << name << ": " << missing << " (MLA_REQUIRE_GPU=1)";
+    GTEST_SKIP() << name << ": " << missing;
+  }
+
+  queue_ = device == DeviceBackend::host ? Queue::host() : Queue(device, 0);
+  const ConformanceShape& shape = GetParam();
+  const std::vector<std::string> reasons = validate(description_, queue_.capability(), {shape.dtype, shape.dims});
+  // Missing device code for the GPU at hand counts as a missing GPU, not as a shape the backend declines.
+  const bool build_lacks_device = std::any_of(reasons.begin(), reasons.end(), [](const std::string& reason) {
+    return reason.starts_with("required dependencies not available");
+  });
+  if (build_lacks_device && device != DeviceBackend::host && gpu_required())
+    FAIL() << name << ": " << join(reasons) << " (MLA_REQUIRE_GPU=1)";
+  if (!reasons.empty()) GTEST_SKIP() << name << " does not serve this shape: " << join(reasons);
+
+  params_.num_heads = shape.heads;
+  params_.dims = shape.dims;
+  params_.dtype = shape.dtype;
+  params_.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dims.qk_head_dim())));
+  backend_ = entry.factory(params_);
+  reference_ = detail::reference_backend_entry().factory(params_);
+  rng_.seed(seed_for_current_test());
+}
+
+HostTensor Conformance::random_tensor(std::vector<std::int64_t> shape, float lo, float hi,
+                                      std::vector<std::int64_t> strides, std::int64_t offset) {
+  HostTensor tensor(dtype(), std::move(shape), std::move(strides), offset);
+  tensor.fill_random(rng_, lo, hi);
+  return tensor;
+}
+
+Operands Conformance::random_operands(std::int64_t nq, std::int64_t nk, bool strided) {
+  const std::int64_t h = heads(), dqk = qk_dim(), dv = v_dim();
+  Operands ops;
+  if (strided) {
+    // Padding of 16 elements keeps rows 16-byte aligned for vector loads.
+    ops.q = random_tensor({nq, h, dqk}, -2.0f, 2.0f, {h * (dqk + 16), dqk + 16, 1});
+    const std::int64_t fused = GetParam().dims.qk_nope_head_dim + dv;
+    ops.v = random_tensor({nk, h, dv}, -1.0f, 1.0f, {h * fused, fused, 1}, GetParam().dims.qk_nope_head_dim);
+  } else {
+    ops.q = random_tensor({nq, h, dqk}, -2.0f, 2.0f);
+    ops.v = random_tensor({nk, h, dv}, -1.0f, 1.0f);
+  }
+  ops.k = random_tensor({nk, h, dqk}, -2.0f, 2.0f);
+  ops.dq = upload(queue_, ops.q);
+  ops.dk = upload(queue_, ops.k);
+  ops.dv = upload(queue_, ops.v);
+  return ops;
+}
+
+::testing::AssertionResult Conformance::matches(const AttentionResult& result, const AttentionResult& reference,
+                                                const Tolerance& tolerance) {
+  const HostTensor out = fetch(result.out);
+  const HostTensor lse = fetch(result.lse);
+  return results_match(out.view(), lse.view(), reference.out, reference.lse, tolerance);
+}
+
+}  // namespace mla::testing

@@ -1,0 +1,79 @@
+// The fixture of the conformance suite. It builds the backend under test
+// (MLA_CONFORMANCE_BACKEND, through the process registry) on its queue and the
+// REFERENCE backend on the host queue for the same parameters; a test makes
+// inputs on the host, runs both, copies the result back and compares.
+//
+// GPU backends run on a GPU queue; without a device or without that vendor in
+// the build their tests are skipped with the reason, unless MLA_REQUIRE_GPU=1
+// turns the skip into a failure. A dtype or dims the backend does not list is
+// skipped with validate()'s reasons.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "conformance/test_tensors.hpp"
+
+namespace mla::testing {
+
+struct ConformanceShape {
+  DType dtype = DType::bfloat16;
+  MlaDims dims = deepseek_dims;
+  int heads = 1;
+};
+
+// gtest prints parameters with it: "bfloat16 (qk_nope_head_dim=128, ...) heads=4".
+void PrintTo(const ConformanceShape& shape, std::ostream* os);
+// "bfloat16_128x64x128_h4", for test names.
+std::string shape_name(const ::testing::TestParamInfo<ConformanceShape>& info);
+
+// The queue a backend's kernels run on: CUDA_FLASH on CUDA, HIP_FLASH on HIP,
+// everything else on the host.
+DeviceBackend device_backend_for(const std::string& backend_name);
+
+// q, k, v on the host and their copies on the queue under test.
+struct Operands {
+  HostTensor q, k, v;  // [Nq, H, dqk], [Nk, H, dqk], [Nk, H, V]
+  DeviceTensor dq, dk, dv;
+};
+
+class Conformance : public ::testing::TestWithParam<ConformanceShape> {
+ protected:
+  void SetUp() override;
+
+  int heads() const { return GetParam().heads; }
+  int qk_dim() const { return GetParam().dims.qk_head_dim(); }
+  int v_dim() const { return GetParam().dims.v_head_dim; }
+  DType dtype() const { return GetParam().dtype; }
+  Tolerance tolerance() const { return tolerance_for(dtype()); }
+
+  // Random data in [lo, hi] in the shape's dtype; strides empty = contiguous.
+  HostTensor random_tensor(std::vector<std::int64_t> shape, float lo, float hi, std::vector<std::int64_t> strides = {},
+                           std::int64_t offset = 0);
+  // Random q [nq, H, dqk], k [nk, H, dqk] in [-2, 2] and v [nk, H, V] in [-1, 1].
+  // `strided` lays q out with a padded head stride and v as the tail of a
+  // fused [nk, H, P + V] buffer, as vLLM's kv_b_proj split leaves it.
+  Operands random_operands(std::int64_t nq, std::int64_t nk, bool strided = false);
+
+  // Copies a result of the backend under test to the host.
+  HostTensor fetch(const TensorView& view) { return download(queue_, view); }
+  // Fetches out (and lse when present) and compares them with the reference.
+  ::testing::AssertionResult matches(const AttentionResult& result, const AttentionResult& reference,
+                                     const Tolerance& tolerance);
+  ::testing::AssertionResult matches(const AttentionResult& result, const AttentionResult& reference) {
+    return matches(result, reference, tolerance());
+  }
+
+  BackendParams params_;
+  BackendDescription description_;
+  Queue queue_ = Queue::host();  // the backend under test runs here
+  Queue host_ = Queue::host();   // the reference runs here
+  std::unique_ptr<PrefillBackend> backend_;
+  std::unique_ptr<PrefillBackend> reference_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace mla::testing

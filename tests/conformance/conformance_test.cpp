@@ -1,0 +1,389 @@
+// The numeric contract (CONTRACT.md §1-3), checked against REFERENCE for the
+// backend this executable was compiled for. Batches mix empty, length-1 and
+// odd-length sequences; caller-supplied outputs are padded and poisoned.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "conformance/conformance_fixture.hpp"
+
+namespace mla::testing {
+namespace {
+
+// Query lengths of the sweep batch: empty, length-1 and odd sequences.
+const std::vector<int> sweep_q_lens{1, 0, 17, 6, 33};
+// Three context chunks of the same batch; zeros give rows without keys, and
+// the last chunk is empty altogether.
+const std::vector<std::vector<int>> sweep_chunks{{5, 0, 40, 0, 17}, {0, 3, 11, 1, 0}, {0, 0, 0, 0, 0}};
+
+std::int64_t total(const std::vector<int>& lens) {
+  std::int64_t sum = 0;
+  for (int n : lens) sum += n;
+  return sum;
+}
+
+// Keys of one sequence per chunk, then its new tokens, concatenated in that
+// order into [sum, H, dim]: the operand of a single causal pass that must
+// equal the chunked step (bottom-right alignment puts the context in view).
+HostTensor concat_context(DType dtype, const std::vector<const HostTensor*>& parts,
+                          const std::vector<std::vector<int>>& part_lens, std::vector<int>& full_lens) {
+  const std::size_t batch = part_lens.front().size();
+  full_lens.assign(batch, 0);
+  for (const auto& lens : part_lens)
+    for (std::size_t b = 0; b < batch; ++b) full_lens[b] += lens[b];
+  const std::int64_t heads = parts.front()->size(1), dim = parts.front()->size(2);
+  HostTensor full(dtype, {total(full_lens), heads, dim});
+  std::vector<std::vector<std::int64_t>> starts;
+  for (const auto& lens : part_lens) starts.push_back(offsets_of(lens));
+  std::int64_t row = 0;
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      for (std::int64_t t = starts[p][b]; t < starts[p][b + 1]; ++t, ++row)
+        for (std::int64_t h = 0; h < heads; ++h)
+          for (std::int64_t d = 0; d < dim; ++d) full.set(parts[p]->at(t, h, d), row, h, d);
+    }
+  }
+  return full;
+}
+
+TEST_P(Conformance, NewTokensWithLse) {
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  backend_->prepare(queue_, meta);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  reference_->prepare(host_, meta);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  ASSERT_FALSE(result.lse.empty_view()) << "return_lse=true gave no LSE";
+  EXPECT_TRUE(matches(result, ref));
+}
+
+TEST_P(Conformance, NewTokensWithoutLse) {
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  backend_->prepare(queue_, meta);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, false);
+  reference_->prepare(host_, meta);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(result.lse.empty_view()) << "return_lse=false still gave " << result.lse.describe();
+  EXPECT_TRUE(matches(result, ref));
+}
+
+TEST_P(Conformance, NewTokensStridedInputs) {
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens(), /*strided=*/true);
+  backend_->prepare(queue_, meta);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  reference_->prepare(host_, meta);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(matches(result, ref));
+}
+
+// The caller's out has padded heads and rows plus spare rows after the last
+// token; all of it starts as NaN and only the view may change.
+TEST_P(Conformance, NewTokensIntoPaddedOut) {
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  const std::int64_t nq = meta.num_q_tokens(), h = heads(), dv = v_dim();
+  const std::int64_t row = h * (dv + 8) + 8;
+  HostTensor out(dtype(), {nq, h, dv}, {row, dv + 8, 1}, /*offset=*/8, /*extra=*/3 * row);
+  DeviceTensor dout = upload(queue_, out);
+  backend_->prepare(queue_, meta);
+  const AttentionResult result =
+      backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true, dout.view);
+  EXPECT_EQ(result.out.data, dout.view.data) << "the caller's out was not used";
+  download(queue_, dout, out);
+  reference_->prepare(host_, meta);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  const HostTensor lse = fetch(result.lse);
+  EXPECT_TRUE(results_match(out.view(), lse.view(), ref.out, ref.lse, tolerance()));
+  EXPECT_TRUE(out.padding_untouched());
+}
+
+// More keys than queries (bottom-right causal) and fewer keys than queries
+// (the first queries see nothing: 0 and -inf).
+TEST_P(Conformance, NewTokensBottomRightCausal) {
+  const PrefillMetadata meta = PrefillMetadata::from_lengths({3, 1, 5, 0, 2, 9}, {7, 1, 2, 4, 2, 30});
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  backend_->prepare(queue_, meta);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  reference_->prepare(host_, meta);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(matches(result, ref));
+}
+
+TEST_P(Conformance, NewTokensFp8Output) {
+  if (!backend_->supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor))
+    GTEST_SKIP() << backend_->name() << " does not write fp8 output";
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  const Tolerance fp8{fp8_out_relative, tolerance().lse_absolute};
+  backend_->prepare(queue_, meta);
+  reference_->prepare(host_, meta);
+  // 0.02 keeps |out| / scale below 50; 0.0015 pushes values past 448, where
+  // the conversion must saturate.
+  for (float scale : {0.02f, 0.0015f}) {
+    SCOPED_TRACE("out_scale " + std::to_string(scale));
+    const AttentionResult result =
+        backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true, std::nullopt, scale);
+    EXPECT_EQ(result.out.dtype, DType::float8_e4m3);
+    const AttentionResult ref =
+        reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true, std::nullopt, scale);
+    EXPECT_TRUE(matches(result, ref, fp8));
+  }
+}
+
+TEST_P(Conformance, ContextChunksWithEmptyRows) {
+  PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
+  for (const auto& lens : sweep_chunks) meta.add_chunk(lens);
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  backend_->prepare(queue_, meta);
+  reference_->prepare(host_, meta);
+  for (std::size_t c = 0; c < sweep_chunks.size(); ++c) {
+    SCOPED_TRACE("chunk " + std::to_string(c));
+    const std::int64_t nk = total(sweep_chunks[c]);
+    Operands chunk = random_operands(0, nk, /*strided=*/c == 1);
+    const int index = static_cast<int>(c);
+    const AttentionResult result =
+        backend_->run_context_chunk(queue_, index, ops.dq.view, chunk.dk.view, chunk.dv.view);
+    const AttentionResult ref =
+        reference_->run_context_chunk(host_, index, ops.q.view(), chunk.k.view(), chunk.v.view());
+    ASSERT_FALSE(result.lse.empty_view()) << "a context chunk must return its LSE";
+    EXPECT_TRUE(matches(result, ref));
+  }
+}
+
+// Merge inputs: random outputs and LSEs with every special case of CONTRACT.md
+// §3 on rows t < `special_below`: prefix or suffix empty (-inf), FA2-style
+// +inf, both empty.
+struct MergeInputs {
+  HostTensor prefix_out, suffix_out, prefix_lse, suffix_lse;
+  DeviceTensor d_prefix_out, d_suffix_out, d_prefix_lse, d_suffix_lse;
+};
+
+class MergeConformance : public Conformance {
+ protected:
+  static constexpr std::int64_t tokens = 37;
+
+  MergeInputs merge_inputs(std::int64_t special_below) {
+    const std::int64_t h = heads(), dv = v_dim();
+    MergeInputs in;
+    // The prefix is a padded view whose head stride is V + 64: 192 for V = 128,
+    // the layout vLLM merged as if it were contiguous (PR 42642).
+    in.prefix_out = random_tensor({tokens, h, dv}, -1.0f, 1.0f, {h * (dv + 64), dv + 64, 1});
+    in.suffix_out = random_tensor({tokens, h, dv}, -1.0f, 1.0f);
+    in.prefix_lse = HostTensor(DType::float32, {h, tokens}, {tokens + 8, 1});
+    in.suffix_lse = HostTensor(DType::float32, {h, tokens});
+    in.prefix_lse.fill_random(rng_, -4.0f, 4.0f);
+    in.suffix_lse.fill_random(rng_, -4.0f, 4.0f);
+    const float inf = std::numeric_limits<float>::infinity();
+    for (std::int64_t t = 0; t < special_below; ++t) {
+      for (std::int64_t head = 0; head < h; ++head) {
+        switch ((t + head) % 8) {
+          case 0:
+            in.prefix_lse.set(-inf, head, t);
+            break;
+          case 1:
+            in.suffix_lse.set(-inf, head, t);
+            break;
+          case 2:
+            in.prefix_lse.set(-inf, head, t), in.suffix_lse.set(-inf, head, t);
+            break;
+          case 3:
+            in.prefix_lse.set(inf, head, t);
+            break;
+          case 4:
+            in.suffix_lse.set(inf, head, t);
+            break;
+          case 5:
+            in.prefix_lse.set(inf, head, t), in.suffix_lse.set(-inf, head, t);
+            break;
+          case 6:
+            in.prefix_lse.set(30.0f, head, t), in.suffix_lse.set(-30.0f, head, t);
+            break;
+          default:
+            break;
+        }
+      }
+    }
+    in.d_prefix_out = upload(queue_, in.prefix_out);
+    in.d_suffix_out = upload(queue_, in.suffix_out);
+    in.d_prefix_lse = upload(queue_, in.prefix_lse);
+    in.d_suffix_lse = upload(queue_, in.suffix_lse);
+    return in;
+  }
+
+  // Merges on both backends into padded, poisoned outputs and compares.
+  void check_merge(const MergeInputs& in, DType out_dtype, std::optional<float> out_scale,
+                   std::optional<std::int64_t> cutoff, bool with_lse) {
+    const std::int64_t h = heads(), dv = v_dim();
+    const std::int64_t row = h * (dv + 8) + 8;
+    HostTensor out(out_dtype, {tokens, h, dv}, {row, dv + 8, 1}, 0, 2 * row);
+    HostTensor out_lse(DType::float32, {h, tokens}, {tokens + 3, 1}, 0, 5);
+    DeviceTensor d_out = upload(queue_, out);
+    DeviceTensor d_out_lse = upload(queue_, out_lse);
+    MergeArgs args;
+    args.prefix_out = in.d_prefix_out.view;
+    args.prefix_lse = in.d_prefix_lse.view;
+    args.suffix_out = in.d_suffix_out.view;
+    args.suffix_lse = in.d_suffix_lse.view;
+    args.out = d_out.view;
+    if (with_lse) args.out_lse = d_out_lse.view;
+    args.prefill_tokens_with_context = cutoff;
+    args.out_scale = out_scale;
+    backend_->merge_attn_states(queue_, args);
+    download(queue_, d_out, out);
+    download(queue_, d_out_lse, out_lse);
+
+    HostTensor ref_out(out_dtype, {tokens, h, dv});
+    HostTensor ref_lse(DType::float32, {h, tokens});
+    MergeArgs ref_args{in.prefix_out.view(),
+                       in.prefix_lse.view(),
+                       in.suffix_out.view(),
+                       in.suffix_lse.view(),
+                       ref_out.view(),
+                       ref_lse.view(),
+                       cutoff,
+                       out_scale};
+    reference_->merge_attn_states(host_, ref_args);
+
+    // LSEs are fp32 in and out whatever the dtype: only fp32 rounding separates them.
+    const Tolerance tol{out_scale ? fp8_out_relative : tolerance().out_relative, 1e-4};
+    EXPECT_TRUE(
+        results_match(out.view(), with_lse ? out_lse.view() : TensorView{}, ref_out.view(), ref_lse.view(), tol));
+    EXPECT_TRUE(out.padding_untouched());
+    EXPECT_TRUE(out_lse.padding_untouched());
+    if (!with_lse) {
+      HostTensor untouched(DType::float32, {h, tokens}, {tokens + 3, 1}, 0, 5);
+      EXPECT_EQ(std::memcmp(out_lse.storage(), untouched.storage(), out_lse.storage_bytes()), 0)
+          << "out_lse was not requested but memory was written";
+    }
+  }
+};
+
+TEST_P(MergeConformance, EveryLseCase) {
+  const MergeInputs in = merge_inputs(tokens);
+  check_merge(in, dtype(), std::nullopt, std::nullopt, true);
+}
+
+TEST_P(MergeConformance, TokensPastCutoffCopySuffixWithoutLse) {
+  check_merge(merge_inputs(tokens - 9), dtype(), std::nullopt, tokens - 9, false);
+  // Every token copies. No special LSEs: a copied +inf is copied as it is.
+  check_merge(merge_inputs(0), dtype(), std::nullopt, 0, true);
+}
+
+TEST_P(MergeConformance, Fp8Output) {
+  if (!backend_->supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor))
+    GTEST_SKIP() << backend_->name() << " does not write fp8 output";
+  const MergeInputs in = merge_inputs(tokens - 5);
+  check_merge(in, DType::float8_e4m3, 0.02f, std::nullopt, true);
+  check_merge(in, DType::float8_e4m3, 0.0015f, tokens - 5, true);  // saturates past 448
+}
+
+// run_prefill_step with 1, 2 and 3 context chunks equals one causal pass over
+// context + new tokens.
+TEST_P(Conformance, ChunkedPrefillEqualsSinglePass) {
+  for (std::size_t num_chunks = 1; num_chunks <= sweep_chunks.size(); ++num_chunks) {
+    SCOPED_TRACE(std::to_string(num_chunks) + " chunk(s)");
+    PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
+    std::vector<Operands> chunks;
+    std::vector<TensorView> chunk_k, chunk_v;
+    std::vector<const HostTensor*> k_parts, v_parts;
+    std::vector<std::vector<int>> part_lens;
+    for (std::size_t c = 0; c < num_chunks; ++c) {
+      meta.add_chunk(sweep_chunks[c]);
+      chunks.push_back(random_operands(0, total(sweep_chunks[c])));
+      part_lens.push_back(sweep_chunks[c]);
+    }
+    part_lens.push_back(sweep_q_lens);
+    Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+    for (const Operands& chunk : chunks) {
+      chunk_k.push_back(chunk.dk.view);
+      chunk_v.push_back(chunk.dv.view);
+      k_parts.push_back(&chunk.k);
+      v_parts.push_back(&chunk.v);
+    }
+    k_parts.push_back(&ops.k);
+    v_parts.push_back(&ops.v);
+
+    const AttentionResult result =
+        run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+
+    std::vector<int> full_lens;
+    const HostTensor full_k = concat_context(dtype(), k_parts, part_lens, full_lens);
+    const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
+    const PrefillMetadata single = PrefillMetadata::from_lengths(sweep_q_lens, full_lens);
+    reference_->prepare(host_, single);
+    const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), true);
+    EXPECT_TRUE(matches(result, ref));
+  }
+}
+
+// Longer sequences (kv lengths 0, 1, 17, 97, 514, 2048) with few heads, so
+// that the suite stays fast on CPU backends.
+class LongConformance : public Conformance {};
+
+TEST_P(LongConformance, NewTokens) {
+  const std::vector<int> lens{97, 0, 1, 514, 17};
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(lens, lens);
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  backend_->prepare(queue_, meta);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  reference_->prepare(host_, meta);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(matches(result, ref));
+}
+
+TEST_P(LongConformance, ChunkedPrefill) {
+  const std::vector<int> q_lens{16, 1, 0, 63, 8};
+  const std::vector<std::vector<int>> chunk_lens{{514, 97, 3, 300, 0}, {1534, 0, 0, 211, 2048}};
+  PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
+  std::vector<Operands> chunks;
+  std::vector<TensorView> chunk_k, chunk_v;
+  std::vector<const HostTensor*> k_parts, v_parts;
+  for (const auto& lens : chunk_lens) {
+    meta.add_chunk(lens);
+    chunks.push_back(random_operands(0, total(lens)));
+  }
+  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  for (const Operands& chunk : chunks) {
+    chunk_k.push_back(chunk.dk.view);
+    chunk_v.push_back(chunk.dv.view);
+    k_parts.push_back(&chunk.k);
+    v_parts.push_back(&chunk.v);
+  }
+  k_parts.push_back(&ops.k);
+  v_parts.push_back(&ops.v);
+  std::vector<std::vector<int>> part_lens = chunk_lens;
+  part_lens.push_back(q_lens);
+
+  const AttentionResult result =
+      run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+  std::vector<int> full_lens;
+  const HostTensor full_k = concat_context(dtype(), k_parts, part_lens, full_lens);
+  const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
+  reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, full_lens));
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), true);
+  EXPECT_TRUE(matches(result, ref));
+}
+
+const std::vector<MlaDims> sweep_dims{{128, 64, 128}, {64, 64, 128}, {192, 64, 256}};
+
+auto sweep_shapes() {
+  std::vector<ConformanceShape> shapes;
+  for (DType dtype : {DType::float32, DType::float16, DType::bfloat16})
+    for (const MlaDims& dims : sweep_dims)
+      for (int heads : {1, 4, 16}) shapes.push_back({dtype, dims, heads});
+  return ::testing::ValuesIn(shapes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, Conformance, sweep_shapes(), shape_name);
+INSTANTIATE_TEST_SUITE_P(Sweep, MergeConformance, sweep_shapes(), shape_name);
+INSTANTIATE_TEST_SUITE_P(Long, LongConformance,
+                         ::testing::Values(ConformanceShape{DType::float32, deepseek_dims, 2},
+                                           ConformanceShape{DType::float16, deepseek_dims, 2},
+                                           ConformanceShape{DType::bfloat16, deepseek_dims, 2}),
+                         shape_name);
+
+}  // namespace
+}  // namespace mla::testing

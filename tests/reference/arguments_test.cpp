@@ -1,0 +1,287 @@
+// Every bad argument gives Error(invalid_argument) (or not_supported where
+// the request is valid but unservable) with a message that names the tensor
+// and says what was expected.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "reference/reference_helpers.hpp"
+
+namespace mla::testing {
+namespace {
+
+template <class Fn>
+::testing::AssertionResult raises(Fn&& fn, ErrorCategory category, const std::string& fragment) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    if (e.category() != category)
+      return ::testing::AssertionFailure() << "category " << category_name(e.category()) << ": " << message;
+    if (message.find(fragment) == std::string::npos)
+      return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << fragment << "\"";
+    return ::testing::AssertionSuccess() << message;
+  }
+  return ::testing::AssertionFailure() << "no error; expected \"" << fragment << "\"";
+}
+
+constexpr auto invalid = ErrorCategory::invalid_argument;
+constexpr MlaDims dims{16, 8, 12};  // dqk 24, V 12
+
+// Four heads, bf16, a batch of 3 + 2 new tokens and one context chunk of 4 + 1 keys.
+class Arguments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    meta_ = PrefillMetadata::from_lengths({3, 2}, {3, 2});
+    meta_.add_chunk({4, 1});
+    backend_ = make_reference(tiny_params(dims, 4, 0.2f, DType::bfloat16));
+  }
+  HostTensor make(std::vector<std::int64_t> shape, DType dtype = DType::bfloat16) {
+    HostTensor t(dtype, std::move(shape));
+    t.fill_random(rng_, -1, 1);
+    return t;
+  }
+  AttentionResult run(const TensorView& q, const TensorView& k, const TensorView& v,
+                      std::optional<TensorView> out = std::nullopt, std::optional<float> scale = std::nullopt) {
+    backend_->prepare(host_, meta_);
+    return backend_->run_new_tokens(host_, q, k, v, true, out, scale);
+  }
+
+  std::mt19937_64 rng_{1};
+  Queue host_ = Queue::host();
+  PrefillMetadata meta_;
+  std::unique_ptr<PrefillBackend> backend_;
+  HostTensor q_ = make({5, 4, 24}), k_ = make({5, 4, 24}), v_ = make({5, 4, 12});
+};
+
+TEST_F(Arguments, GoodArgumentsRun) {
+  const AttentionResult r = run(q_.view(), k_.view(), v_.view());
+  EXPECT_EQ(r.out.dtype, DType::bfloat16);
+  EXPECT_EQ(r.out.size(0), 5);
+  EXPECT_EQ(r.lse.size(0), 4);
+}
+
+TEST_F(Arguments, RunBeforePrepare) {
+  EXPECT_TRUE(raises([&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), true); }, invalid,
+                     "REFERENCE: prepare() must be called before running attention"));
+  EXPECT_TRUE(raises([&] { backend_->run_context_chunk(host_, 0, q_.view(), k_.view(), v_.view()); }, invalid,
+                     "prepare() must be called"));
+}
+
+TEST_F(Arguments, QueryShapeAndDtype) {
+  EXPECT_TRUE(raises(
+      [&] {
+        run(make({5, 8, 24}).view(), k_.view(), v_.view());
+      },
+      invalid, "q has 8 heads but 4 are expected"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(make({5, 4, 16}).view(), k_.view(), v_.view());
+      },
+      invalid, "q has head dim 16 but qk_head_dim is 24"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(make({6, 4, 24}).view(), k_.view(), v_.view());
+      },
+      invalid, "q has 6 tokens but cu_seqlens_q needs 5"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(make({5, 4, 24}, DType::float16).view(), k_.view(), v_.view());
+      },
+      invalid, "q has dtype float16 but the backend's dtype is bfloat16"));
+  EXPECT_TRUE(raises([&] { run(make({5, 96}).view(), k_.view(), v_.view()); }, invalid, "q must have rank 3"));
+  EXPECT_TRUE(raises([&] { run(TensorView{}, k_.view(), v_.view()); }, invalid, "q is missing"));
+  TensorView no_data = q_.view();
+  no_data.data = nullptr;
+  EXPECT_TRUE(raises([&] { run(no_data, k_.view(), v_.view()); }, invalid, "q has no data"));
+}
+
+TEST_F(Arguments, KeyAndValueShapes) {
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), make({4, 4, 24}).view(), v_.view());
+      },
+      invalid, "k has 4 tokens but cu_seqlens_k needs 5"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), k_.view(), make({6, 4, 12}).view());
+      },
+      invalid, "v has 6 tokens but cu_seqlens_k needs 5"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), k_.view(), make({5, 4, 24}).view());
+      },
+      invalid, "v has head dim 24 but v_head_dim is 12"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), make({5, 4, 24}, DType::float32).view(), v_.view());
+      },
+      invalid, "k has dtype float32 but the backend's dtype is bfloat16"));
+}
+
+TEST_F(Arguments, OutputDtypeShapeAndScale) {
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), k_.view(), v_.view(), make({5, 4, 12}, DType::float32).view());
+      },
+      invalid, "out has dtype float32 but must be bfloat16"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), k_.view(), v_.view(), make({5, 4, 24}).view());
+      },
+      invalid, "out has head dim 24 but v_head_dim is 12"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), k_.view(), v_.view(), make({4, 4, 12}).view());
+      },
+      invalid, "out has 4 tokens but cu_seqlens_q needs 5"));
+  HostTensor fp8(DType::float8_e4m3, {5, 4, 12});
+  EXPECT_TRUE(raises([&] { run(q_.view(), k_.view(), v_.view(), fp8.view()); }, invalid,
+                     "(a float8_e4m3 out needs out_scale)"));
+  EXPECT_TRUE(raises(
+      [&] {
+        run(q_.view(), k_.view(), v_.view(), make({5, 4, 12}).view(), 0.5f);
+      },
+      invalid, "out_scale is given, so out must be float8_e4m3; out is bfloat16"));
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    EXPECT_TRUE(raises([&] { run(q_.view(), k_.view(), v_.view(), fp8.view(), bad); }, invalid,
+                       "out_scale must be a finite positive number"));
+  }
+  EXPECT_EQ(run(q_.view(), k_.view(), v_.view(), fp8.view(), 0.5f).out.data, fp8.view().data);
+  EXPECT_EQ(run(q_.view(), k_.view(), v_.view(), std::nullopt, 0.5f).out.dtype, DType::float8_e4m3);
+}
+
+TEST_F(Arguments, ContextChunk) {
+  backend_->prepare(host_, meta_);
+  const HostTensor ck = make({5, 4, 24}), cv = make({5, 4, 12});
+  EXPECT_TRUE(raises([&] { backend_->run_context_chunk(host_, 1, q_.view(), ck.view(), cv.view()); }, invalid,
+                     "chunk_index 1 is out of range: the metadata has 1 context chunks"));
+  EXPECT_TRUE(raises([&] { backend_->run_context_chunk(host_, -1, q_.view(), ck.view(), cv.view()); }, invalid,
+                     "chunk_index -1 is out of range"));
+  EXPECT_TRUE(raises(
+      [&] {
+        backend_->run_context_chunk(host_, 0, q_.view(), make({4, 4, 24}).view(), cv.view());
+      },
+      invalid, "chunk 0 k has 4 tokens but the chunk's cu_seqlens_k needs 5"));
+  EXPECT_TRUE(raises(
+      [&] {
+        backend_->run_context_chunk(host_, 0, q_.view(), ck.view(), make({5, 2, 12}).view());
+      },
+      invalid, "chunk 0 v has 2 heads but 4 are expected"));
+  EXPECT_NO_THROW(backend_->run_context_chunk(host_, 0, q_.view(), ck.view(), cv.view()));
+}
+
+TEST_F(Arguments, Metadata) {
+  PrefillMetadata bad = meta_;
+  bad.cu_seqlens_q[0] = 1;
+  EXPECT_TRUE(raises([&] { backend_->prepare(host_, bad); }, invalid, "cu_seqlens_q"));
+  bad = meta_;
+  bad.max_seqlen_k = 1;
+  EXPECT_TRUE(raises([&] { backend_->prepare(host_, bad); }, invalid, "max_seqlen"));
+}
+
+TEST_F(Arguments, Merge) {
+  const HostTensor out = make({5, 4, 12}), lse = make({4, 5}, DType::float32);
+  const MergeArgs good{out.view(),   lse.view(),   out.view(),  lse.view(), make({5, 4, 12}).view(),
+                       TensorView{}, std::nullopt, std::nullopt};
+  EXPECT_NO_THROW(check_merge_args(good));
+  const auto with = [&](auto change) {
+    MergeArgs args = good;
+    change(args);
+    return [args] { check_merge_args(args); };
+  };
+  const HostTensor other_heads = make({5, 3, 12}), wrong_lse = make({5, 4}, DType::float32);
+  const HostTensor fp8(DType::float8_e4m3, {5, 4, 12}), half_out = make({5, 4, 12}, DType::float16);
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.suffix_out = other_heads.view(); }), invalid,
+                     "merge: suffix_out has 3 heads but 4 are expected"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.suffix_out = half_out.view(); }), invalid,
+                     "merge: suffix_out has dtype float16 but prefix_out is bfloat16"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.prefix_lse = wrong_lse.view(); }), invalid,
+                     "merge: prefix_lse must be float32[4, 5] (heads, tokens); got float32[5, 4]"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.suffix_lse = TensorView{}; }), invalid,
+                     "merge: suffix_lse must be float32[4, 5] (heads, tokens); got an empty view"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.out_lse = wrong_lse.view(); }), invalid,
+                     "merge: out_lse must be float32[4, 5]"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.out = fp8.view(); }), invalid, "(a float8_e4m3 out needs out_scale)"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.out_scale = 2.0f; }), invalid,
+                     "out_scale is given, so out must be float8_e4m3"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.out = fp8.view(), a.out_scale = -2.0f; }), invalid,
+                     "out_scale must be a finite positive"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.out = other_heads.view(); }), invalid, "merge: out has 3 heads"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.out = TensorView{}; }), invalid, "merge: out is missing"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.prefix_out = fp8.view(), a.suffix_out = fp8.view(); }), invalid,
+                     "merge: prefix_out must not be float8_e4m3"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.prefill_tokens_with_context = 6; }), invalid,
+                     "merge: prefill_tokens_with_context must be in [0, 5]; got 6"));
+  EXPECT_TRUE(raises(with([&](MergeArgs& a) { a.prefill_tokens_with_context = -1; }), invalid, "got -1"));
+  EXPECT_NO_THROW(
+      with([&](MergeArgs& a) { a.out = fp8.view(), a.out_scale = 2.0f, a.prefill_tokens_with_context = 5; })());
+}
+
+TEST_F(Arguments, Construction) {
+  EXPECT_TRUE(raises([] { make_reference(tiny_params(dims, 0)); }, invalid, "num_heads must be at least 1; got 0"));
+  EXPECT_TRUE(raises([] { make_reference(tiny_params({0, 0, 12})); }, invalid, "MLA dims must be positive"));
+  EXPECT_TRUE(raises([] { make_reference(tiny_params(dims, 1, std::nanf(""))); }, invalid, "scale must be finite"));
+  EXPECT_TRUE(raises([] { make_reference(tiny_params(dims, 1, 1.0f, DType::float8_e4m3)); }, invalid,
+                     "float8_e4m3 is an output dtype only"));
+}
+
+TEST_F(Arguments, PrefillStepNeedsOneViewPerChunk) {
+  EXPECT_TRUE(
+      raises([&] { run_prefill_step(*backend_, host_, meta_, q_.view(), k_.view(), v_.view(), {}, {}); }, invalid,
+             "run_prefill_step: the metadata has 1 context chunks but 0 chunk_k and 0 chunk_v views were given"));
+}
+
+// The reference reads memory on the calling thread: a GPU queue is refused.
+TEST_F(Arguments, ReferenceRefusesGpuQueues) {
+  Queue gpu = fake_gpu_queue();
+  EXPECT_TRUE(raises([&] { backend_->prepare(gpu, meta_); }, ErrorCategory::not_supported,
+                     "REFERENCE prepare runs on the host queue only"));
+  backend_->prepare(host_, meta_);
+  EXPECT_TRUE(raises([&] { backend_->run_new_tokens(gpu, q_.view(), k_.view(), v_.view(), true); },
+                     ErrorCategory::not_supported, "REFERENCE run_new_tokens runs on the host queue only"));
+  EXPECT_TRUE(raises([&] { backend_->merge_attn_states(gpu, MergeArgs{}); }, ErrorCategory::not_supported,
+                     "REFERENCE merge_attn_states runs on the host queue only"));
+}
+
+// A backend that uses the shared checks but cannot quantise its output, on a
+// queue that cannot read host memory.
+class CheckingBackend final : public PrefillBackend {
+ public:
+  using PrefillBackend::PrefillBackend;
+  std::string name() const override { return "CHECKING"; }
+  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
+                                 bool return_lse, std::optional<TensorView> out,
+                                 std::optional<float> out_scale) override {
+    check_new_tokens_args(queue, q, k, v, out, out_scale);
+    return allocate_result(queue, metadata().num_q_tokens(), return_lse, out, params().dtype);
+  }
+  AttentionResult run_context_chunk(Queue& queue, int chunk, const TensorView& q, const TensorView& k,
+                                    const TensorView& v) override {
+    check_chunk_args(queue, chunk, q, k, v);
+    return allocate_result(queue, metadata().num_q_tokens(), true, std::nullopt, params().dtype);
+  }
+  void merge_attn_states(Queue& queue, const MergeArgs& args) override { check_merge_args(queue, args); }
+};
+
+TEST_F(Arguments, MemoryTheQueueCannotReadIsRefused) {
+  Queue gpu = fake_gpu_queue();
+  CheckingBackend backend(tiny_params(dims, 4, 0.2f, DType::bfloat16));
+  backend.prepare(gpu, meta_);
+  TensorView q_dev = q_.view(), k_dev = k_.view(), v_dev = v_.view();
+  q_dev.memory = k_dev.memory = v_dev.memory = MemoryKind::device;
+  const AttentionResult r = backend.run_new_tokens(gpu, q_dev, k_dev, v_dev, true, std::nullopt, std::nullopt);
+  EXPECT_EQ(r.out.memory, MemoryKind::device);
+  EXPECT_TRUE(raises([&] { backend.run_new_tokens(gpu, q_.view(), k_dev, v_dev, true, std::nullopt, std::nullopt); },
+                     invalid, "q is in host memory, which the queue"));
+  EXPECT_TRUE(raises([&] { backend.run_context_chunk(gpu, 0, q_dev, k_dev, v_.view()); }, invalid,
+                     "chunk v is in host memory"));
+  TensorView shared = q_.view();
+  shared.memory = MemoryKind::shared;
+  EXPECT_NO_THROW(check_accessible(gpu, shared, "q"));
+  EXPECT_TRUE(raises([&] { backend.run_new_tokens(gpu, q_dev, k_dev, v_dev, true, std::nullopt, 1.0f); },
+                     ErrorCategory::not_supported, "CHECKING cannot write float8_e4m3 output"));
+}
+
+}  // namespace
+}  // namespace mla::testing
