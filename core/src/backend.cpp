@@ -31,8 +31,8 @@ std::string dims_reason(const MlaDims& got, const std::vector<MlaDims>& supporte
 // token count comes from, e.g. "cu_seqlens_q".
 struct OperandSpec {
   const char* what;
-  DType dtype;
-  const char* dtype_source;  // "the backend's dtype", "prefix_out"
+  std::optional<DType> dtype;  // nullopt: checked by the caller (outputs may be fp8)
+  const char* dtype_source;    // "the backend's dtype", "prefix_out"
   std::int64_t tokens;
   const char* tokens_source;
   std::int64_t heads;
@@ -53,9 +53,9 @@ void check_operand(const TensorView& view, const OperandSpec& spec) {
   if (view.empty_view()) bad_argument(what + " is missing (empty view)");
   if (view.rank != 3)
     bad_argument(what + " must have rank 3 [tokens, heads, " + spec.dim_name + "]; got " + view.describe());
-  if (view.dtype != spec.dtype) {
+  if (spec.dtype && view.dtype != *spec.dtype) {
     bad_argument(what + " has dtype " + std::string(dtype_name(view.dtype)) + " but " + spec.dtype_source + " is " +
-                 std::string(dtype_name(spec.dtype)));
+                 std::string(dtype_name(*spec.dtype)));
   }
   if (view.size(0) != spec.tokens) {
     bad_argument(what + " has " + std::to_string(view.size(0)) + " tokens but " + spec.tokens_source + " needs " +
@@ -149,18 +149,19 @@ void check_accessible(const Queue& queue, const TensorView& view, const char* wh
 void check_merge_args(const MergeArgs& args) {
   const TensorView& prefix = args.prefix_out;
   if (prefix.empty_view()) bad_argument("merge: prefix_out is missing (empty view)");
-  if (prefix.rank != 3) bad_argument("merge: prefix_out must have rank 3 [tokens, heads, v_head_dim]; got " + prefix.describe());
+  if (prefix.rank != 3)
+    bad_argument("merge: prefix_out must have rank 3 [tokens, heads, v_head_dim]; got " + prefix.describe());
   if (prefix.dtype == DType::float8_e4m3) bad_argument("merge: prefix_out must not be float8_e4m3");
   const std::int64_t tokens = prefix.size(0);
   const std::int64_t heads = prefix.size(1);
   const std::int64_t head_dim = prefix.size(2);
   check_has_data(prefix, "merge: prefix_out");
-  check_operand(args.suffix_out, {"merge: suffix_out", prefix.dtype, "prefix_out", tokens, "prefix_out", heads,
-                                  head_dim, "v_head_dim"});
+  check_operand(args.suffix_out,
+                {"merge: suffix_out", prefix.dtype, "prefix_out", tokens, "prefix_out", heads, head_dim, "v_head_dim"});
   check_lse(args.prefix_lse, "merge: prefix_lse", heads, tokens);
   check_lse(args.suffix_lse, "merge: suffix_lse", heads, tokens);
   if (args.out.empty_view()) bad_argument("merge: out is missing (empty view)");
-  check_operand(args.out, {"merge: out", args.out.dtype, "", tokens, "prefix_out", heads, head_dim, "v_head_dim"});
+  check_operand(args.out, {"merge: out", std::nullopt, "", tokens, "prefix_out", heads, head_dim, "v_head_dim"});
   check_out_dtype(args.out, prefix.dtype, args.out_scale);
   if (!args.out_lse.empty_view()) check_lse(args.out_lse, "merge: out_lse", heads, tokens);
   if (args.prefill_tokens_with_context) {
@@ -187,7 +188,8 @@ PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
   const MlaDims& d = params.dims;
   if (d.qk_nope_head_dim < 0 || d.qk_rope_head_dim < 0 || d.qk_head_dim() < 1 || d.v_head_dim < 1)
     bad_argument("MLA dims must be positive; got " + to_string(d));
-  if (params.kv_lora_rank < 0) bad_argument("kv_lora_rank must not be negative; got " + std::to_string(params.kv_lora_rank));
+  if (params.kv_lora_rank < 0)
+    bad_argument("kv_lora_rank must not be negative; got " + std::to_string(params.kv_lora_rank));
   if (!std::isfinite(params.scale)) bad_argument("scale must be finite; got " + std::to_string(params.scale));
   if (params.dtype == DType::float8_e4m3)
     bad_argument("float8_e4m3 is an output dtype only; q, k and v must be float32, float16 or bfloat16");
@@ -220,7 +222,7 @@ void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView
     raise(ErrorCategory::not_supported, name() + " cannot write float8_e4m3 output (out_scale was given)");
   if (out_scale) check_out_scale(*out_scale);
   if (out) {
-    check_operand(*out, {"out", out->dtype, "", meta.num_q_tokens(), "cu_seqlens_q", heads, dv, "v_head_dim"});
+    check_operand(*out, {"out", std::nullopt, "", meta.num_q_tokens(), "cu_seqlens_q", heads, dv, "v_head_dim"});
     check_out_dtype(*out, params_.dtype, out_scale);
   }
 }

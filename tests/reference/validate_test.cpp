@@ -42,6 +42,27 @@ TEST(Validate, EachReasonAlone) {
             std::vector<std::string>{"required dependencies not available"});
 }
 
+// Device code (e.g. a HIP build without the device's gfx target) is asked
+// about only on a supported device of a build that has the backend at all.
+TEST(Validate, DeviceCodeIsAskedOnlyWhenEverythingElseServes) {
+  int asked = 0;
+  BackendDescription d = picky_description();
+  d.device_availability = [&asked](const DeviceCapability& c) {
+    ++asked;
+    return Availability{false, "no device code for " + c.arch};
+  };
+  const DeviceCapability sm80 = parse_platform("nvidia:8.0");
+  EXPECT_EQ(validate(d, sm80, {DType::bfloat16, deepseek_dims}),
+            std::vector<std::string>{"required dependencies not available (built without CUDA)"});
+  d.availability = {};
+  EXPECT_EQ(validate(d, sm90(), {DType::bfloat16, deepseek_dims}),
+            std::vector<std::string>{"compute capability 9.0 not supported"});
+  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(validate(d, sm80, {DType::bfloat16, deepseek_dims}),
+            std::vector<std::string>{"required dependencies not available (no device code for sm_80)"});
+  EXPECT_EQ(asked, 1);
+}
+
 TEST(Validate, EmptyListsMeanAnything) {
   BackendDescription d;
   d.name = "ANY";
