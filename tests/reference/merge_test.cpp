@@ -2,6 +2,10 @@
 #include <cmath>
 #include <limits>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "reference/reference_helpers.hpp"
 
 namespace mla::testing {
@@ -167,6 +171,35 @@ TEST(ReferenceMerge, EveryOperandHasItsOwnStrides) {
     }
   }
 }
+
+#if defined(__linux__)
+// Token 1 of the prefix and of the output lies 2^31 + 64 elements past token
+// 0, so a 32-bit index would wrap. The address space is reserved without
+// backing; only the pages written are ever committed.
+TEST(ReferenceMerge, IndexesBeyond32Bits) {
+  const std::int64_t far = (std::int64_t{1} << 31) + 64;
+  const std::size_t bytes = static_cast<std::size_t>(far + 64) * sizeof(float);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) GTEST_SKIP() << "cannot reserve " << bytes << " bytes of address space";
+  auto* floats = static_cast<float*>(base);
+  TensorView prefix = TensorView::contiguous(floats, DType::float32, {2, 1, 4});
+  TensorView out = TensorView::contiguous(floats + 16, DType::float32, {2, 1, 4});
+  prefix.stride[0] = out.stride[0] = far;
+  for (std::int64_t d = 0; d < 4; ++d) floats[d] = floats[far + d] = static_cast<float>(d + 1);
+  const HostTensor suffix = tensor_of({2, 1, 4}, {-1, -2, -3, -4, -5, -6, -7, -8});
+  const HostTensor prefix_lse = tensor_of({1, 2}, {0.0f, 0.0f});
+  const HostTensor suffix_lse = tensor_of({1, 2}, {-inf, 0.0f});
+  Queue host = Queue::host();
+  auto backend = make_reference(tiny_params({2, 2, 4}));
+  backend->merge_attn_states(host, {prefix, prefix_lse.view(), suffix.view(), suffix_lse.view(), out, TensorView{},
+                                    std::nullopt, std::nullopt});
+  for (std::int64_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(floats[16 + d], static_cast<float>(d + 1));  // token 0: the prefix
+    EXPECT_EQ(floats[far + 16 + d], 0.5f * static_cast<float>(d + 1) + 0.5f * (-5.0f - static_cast<float>(d)));
+  }
+  munmap(base, bytes);
+}
+#endif
 
 }  // namespace
 }  // namespace mla::testing
