@@ -8,6 +8,7 @@
 #include "mla/error.hpp"
 #include "mla/log.hpp"
 #include "mla/platform.hpp"
+#include "mla/plugins.hpp"
 #include "mla/problem.hpp"
 #include "mla/queue.hpp"
 #include "mla/registry.hpp"
