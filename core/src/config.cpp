@@ -126,8 +126,10 @@ void parse_plugins(const ConfigNode& node, const std::string& file_name, Config&
     if (text.empty()) config_error(item.origin, "a plugin path must not be empty");
     std::filesystem::path path(text);
     // Relative paths belong to the YAML file that wrote them, not to
-    // whatever directory the program happens to run in.
-    if (path.is_relative()) path = (base_dir / path).lexically_normal();
+    // whatever directory the program happens to run in. A path that starts
+    // with a variable (${MLA_PLUGIN_DIR}) is kept as written; the plugin
+    // loader expands it.
+    if (path.is_relative() && text.rfind("${", 0) != 0) path = (base_dir / path).lexically_normal();
     std::string resolved = path.string();
     if (std::find(config.plugins.begin(), config.plugins.end(), resolved) == config.plugins.end()) {
       config.plugins.push_back(std::move(resolved));
@@ -164,6 +166,23 @@ std::string read_file(const std::string& path) {
 const char* non_empty_env(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// $MLA_PLUGINS: colon-separated plugin paths, loaded after the YAML file's.
+// Relative entries are relative to the working directory (an environment
+// variable has no file to be relative to).
+void add_env_plugins(const std::string& list, Config& config) {
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(':', start), list.size());
+    std::string entry = list.substr(start, end - start);
+    start = end + 1;
+    if (entry.empty()) continue;  // "a.so::b.so" or a trailing colon
+    if (std::find(config.plugins.begin(), config.plugins.end(), entry) == config.plugins.end()) {
+      config.plugins.push_back(std::move(entry));
+    }
+  }
+  config.sources.push_back("MLA_PLUGINS");
 }
 
 }  // namespace
@@ -237,6 +256,7 @@ Config resolve_config(const std::optional<std::string>& config_path) {
   } else if (const char* path = non_empty_env("MLA_CONFIG")) {
     config = Config::load_file(path, std::move(config));
   }
+  if (const char* plugins = non_empty_env("MLA_PLUGINS")) add_env_plugins(plugins, config);
   if (const char* backend = non_empty_env("MLA_PREFILL_BACKEND")) {
     const ConfigOrigin origin{"MLA_PREFILL_BACKEND"};
     config.backend = backend_name(backend, origin, "", true);

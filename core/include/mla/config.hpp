@@ -38,7 +38,8 @@ struct Config {
   std::string default_backend = "REFERENCE";  // used when the capability is unknown
   std::vector<PriorityRule> priorities;       // first matching rule wins
   std::map<std::string, std::string> overrides;  // member -> named factory
-  std::vector<std::string> plugins;           // shared libraries, absolute or relative to the YAML
+  std::vector<std::string> plugins;           // shared libraries, absolute or relative to the YAML, or
+                                              // starting with ${MLA_PLUGIN_DIR}; then $MLA_PLUGINS' entries
   LogLevel log_level = LogLevel::info;
   std::vector<std::string> sources;           // what was layered, lowest first
 
@@ -56,7 +57,9 @@ struct Config {
 };
 
 // Built-in defaults, then `config_path` if given else $MLA_CONFIG if set, then
+// $MLA_PLUGINS (colon-separated paths appended to `plugins`) and
 // $MLA_PREFILL_BACKEND. API choices are applied by the caller on top.
+// Nothing is loaded here: a Selector loads `plugins` when it is constructed.
 Config resolve_config(const std::optional<std::string>& config_path = std::nullopt);
 
 }  // namespace mla

@@ -35,7 +35,10 @@ struct Selection {
 
 class Selector {
  public:
-  // Applies config.overrides to the process registry (named factories) when constructed.
+  // Loads config.plugins (load_plugin(); files already loaded are skipped),
+  // then applies config.overrides to the process registry (named factories,
+  // which those plugins may have added). A plugin that fails to load raises
+  // Error(plugin) and leaves the registries unchanged.
   explicit Selector(Config config);
 
   // `explicit_backend`, when given, is an API call's choice and beats the config.
