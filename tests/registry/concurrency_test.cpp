@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mla/error.hpp"
+#include "mla/log.hpp"
 #include "mla/registry.hpp"
 #include "mla/selector.hpp"
 #include "registry/fake_backend.hpp"
@@ -78,8 +79,18 @@ TEST(RegistryConcurrency, RegisterResolveClearFromManyThreads) {
   }
 }
 
+// Keeps the many "Using ..." lines of a stress test out of the output.
+struct QuietLog {
+  LogLevel previous = log_level();
+  QuietLog() { set_log_level(LogLevel::warn); }
+  ~QuietLog() { set_log_level(previous); }
+  QuietLog(const QuietLog&) = delete;
+  QuietLog& operator=(const QuietLog&) = delete;
+};
+
 TEST(RegistryConcurrency, SelectorsAgreeWhileOverridesChange) {
   test::RegistryReset reset;
+  QuietLog quiet;
   // Every platform's list names only these two fakes; KOKKOS is valid, so
   // every selection must say KOKKOS, from the cache or not.
   register_mla_prefill_backend(MlaPrefillBackendKind::KOKKOS, test::make_fake_entry("KOKKOS"));
