@@ -91,6 +91,91 @@ std::string cache_key(const SelectorConfig& request, const DeviceCapability& pla
   return key;
 }
 
+// (1) Capability unknown: nothing to validate against, so the configured
+// default is used as it is.
+Selection select_default(const Config& config, const DeviceCapability& platform, const Choice& choice) {
+  auto& registry = mla_prefill_registry();
+  Selection selection;
+  selection.platform = platform;
+  selection.kind = registry.parse(config.default_backend);
+  selection.name = config.default_backend;
+  selection.entry = registry.resolve(selection.kind);
+  selection.why = "capability of " + platform.describe() + " unknown: configured default_backend";
+  selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), {}, -1});
+  if (choice.name) {
+    log(LogLevel::warn, "Explicit MLA prefill backend " + *choice.name + " (from " + choice.origin +
+                            ") is ignored because the device capability is unknown.");
+  }
+  log(LogLevel::info,
+      "Device capability not available, using " + selection.name + " MLA prefill backend (default_backend).");
+  return selection;
+}
+
+// (2) Explicit choice: validated, never silently replaced by another backend.
+Selection select_explicit(const SelectorConfig& request, const DeviceCapability& platform, const Choice& choice,
+                          const PriorityRule* rule) {
+  auto& registry = mla_prefill_registry();
+  Selection selection;
+  selection.platform = platform;
+  selection.kind = registry.parse(*choice.name);
+  selection.name = std::string(MlaPrefillRegistry::name(selection.kind));
+  selection.entry = registry.resolve(selection.kind);
+  std::vector<std::string> reasons = validate(selection.entry.description, platform, request);
+  selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), reasons,
+                            priority_of(rule, selection.name)});
+  if (!reasons.empty()) {
+    raise(ErrorCategory::selection, "Selected MLA prefill backend " + selection.name +
+                                        " is not valid for this configuration. Reason: " + format_reasons(reasons) +
+                                        " (chosen by " + choice.origin + ")");
+  }
+  selection.why = "explicit choice from " + choice.origin;
+  log(LogLevel::info, "Using " + selection.name + " MLA prefill backend.");
+  return selection;
+}
+
+// (3) Auto: the first backend of the platform's list with no reasons;
+// (4) none: an error with every candidate's reasons.
+Selection select_auto(const SelectorConfig& request, const DeviceCapability& platform, const PriorityRule* rule) {
+  auto& registry = mla_prefill_registry();
+  Selection selection;
+  selection.platform = platform;
+  static const std::vector<std::string> no_candidates;
+  for (const std::string& name : rule != nullptr ? rule->backends : no_candidates) {
+    const MlaPrefillBackendKind kind = registry.parse(name);
+    CandidateReport candidate{name, {}, {}, priority_of(rule, name)};
+    BackendEntry entry;
+    try {
+      entry = registry.resolve(kind);
+      candidate.availability = availability_of(entry.description, platform);
+      candidate.reasons = validate(entry.description, platform, request);
+    } catch (const Error& error) {
+      // An unregistered CUSTOM in a priority list is a reason to move on, as
+      // vLLM treats a backend that fails to import.
+      if (error.category() != ErrorCategory::not_found) throw;
+      candidate.availability = {false, "not registered"};
+      candidate.reasons = {error.what()};
+    }
+    selection.walk.push_back(candidate);
+    if (!candidate.reasons.empty()) continue;
+
+    selection.kind = kind;
+    selection.name = name;
+    selection.entry = std::move(entry);
+    selection.why = "first valid in the priority list for " + describe_rule(*rule);
+    if (selection.walk.size() > 1) {
+      const std::vector<CandidateReport> refused(selection.walk.begin(), selection.walk.end() - 1);
+      log(LogLevel::debug, "Some MLA prefill backends are not valid with " + to_string(request) +
+                               ". Reasons: " + format_walk(refused) + ".");
+    }
+    log(LogLevel::info, "Using " + selection.name + " MLA prefill backend.");
+    return selection;
+  }
+  std::string message = "No valid MLA prefill backend found with " + to_string(request) + " on " +
+                        platform.describe() + ". Reasons: " + format_walk(selection.walk) + ".";
+  if (rule == nullptr) message += " No priority rule of the configuration matches this platform.";
+  raise(ErrorCategory::selection, message);
+}
+
 }  // namespace
 
 struct Selector::Cache {
@@ -137,82 +222,10 @@ Selection Selector::select(const SelectorConfig& request, const DeviceCapability
     }
   }
 
-  auto& registry = mla_prefill_registry();
   const PriorityRule* rule = config_.rule_for(platform);
-  Selection selection;
-  selection.platform = platform;
-
-  if (!platform.capability_known) {
-    // (1) Nothing to validate against: use the configured default as it is.
-    selection.kind = registry.parse(config_.default_backend);
-    selection.name = config_.default_backend;
-    selection.entry = registry.resolve(selection.kind);
-    selection.why = "capability of " + platform.describe() + " unknown: configured default_backend";
-    selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), {}, -1});
-    if (choice.name) {
-      log(LogLevel::warn, "Explicit MLA prefill backend " + *choice.name + " (from " + choice.origin +
-                              ") is ignored because the device capability is unknown.");
-    }
-    log(LogLevel::info, "Device capability not available, using " + selection.name +
-                            " MLA prefill backend (default_backend).");
-  } else if (choice.name) {
-    // (2) Explicit choice: validated, never silently replaced.
-    selection.kind = registry.parse(*choice.name);
-    selection.name = std::string(MlaPrefillRegistry::name(selection.kind));
-    selection.entry = registry.resolve(selection.kind);
-    std::vector<std::string> reasons = validate(selection.entry.description, platform, request);
-    selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), reasons,
-                              priority_of(rule, selection.name)});
-    if (!reasons.empty()) {
-      raise(ErrorCategory::selection, "Selected MLA prefill backend " + selection.name +
-                                          " is not valid for this configuration. Reason: " + format_reasons(reasons) +
-                                          " (chosen by " + choice.origin + ")");
-    }
-    selection.why = "explicit choice from " + choice.origin;
-    log(LogLevel::info, "Using " + selection.name + " MLA prefill backend.");
-  } else {
-    // (3) Auto: the first backend of the platform's list with no reasons.
-    static const std::vector<std::string> no_candidates;
-    bool found = false;
-    for (const std::string& name : rule != nullptr ? rule->backends : no_candidates) {
-      const MlaPrefillBackendKind kind = registry.parse(name);
-      CandidateReport candidate{name, {}, {}, priority_of(rule, name)};
-      BackendEntry entry;
-      try {
-        entry = registry.resolve(kind);
-        candidate.availability = availability_of(entry.description, platform);
-        candidate.reasons = validate(entry.description, platform, request);
-      } catch (const Error& error) {
-        // An unregistered CUSTOM in a priority list is a reason to move on, as
-        // vLLM treats a backend that fails to import.
-        if (error.category() != ErrorCategory::not_found) throw;
-        candidate.availability = {false, "not registered"};
-        candidate.reasons = {error.what()};
-      }
-      selection.walk.push_back(candidate);
-      if (candidate.reasons.empty()) {
-        selection.kind = kind;
-        selection.name = name;
-        selection.entry = std::move(entry);
-        selection.why = "first valid in the priority list for " + describe_rule(*rule);
-        found = true;
-        break;
-      }
-    }
-    if (!found) {
-      // (4) Every candidate refused: say why, all of them.
-      std::string message = "No valid MLA prefill backend found with " + to_string(request) + " on " +
-                            platform.describe() + ". Reasons: " + format_walk(selection.walk) + ".";
-      if (rule == nullptr) message += " No priority rule of the configuration matches this platform.";
-      raise(ErrorCategory::selection, message);
-    }
-    if (selection.walk.size() > 1) {
-      const std::vector<CandidateReport> refused(selection.walk.begin(), selection.walk.end() - 1);
-      log(LogLevel::debug, "Some MLA prefill backends are not valid with " + to_string(request) + ". Reasons: " +
-                               format_walk(refused) + ".");
-    }
-    log(LogLevel::info, "Using " + selection.name + " MLA prefill backend.");
-  }
+  Selection selection = !platform.capability_known ? select_default(config_, platform, choice)
+                        : choice.name              ? select_explicit(request, platform, choice, rule)
+                                                   : select_auto(request, platform, rule);
 
   std::lock_guard lock(cache_->mutex);
   if (cache_->generation == generation) cache_->entries.emplace(key, selection);
