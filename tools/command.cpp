@@ -7,6 +7,13 @@
 #include "npy.hpp"
 
 namespace mla::tools {
+namespace {
+
+std::optional<LogLevel> log_level_override;
+
+}  // namespace
+
+void set_log_level_override(std::optional<LogLevel> level) { log_level_override = level; }
 
 void SelectionOptions::add_to(CLI::App& app) {
   add_optional(app, "--config", config_path,
@@ -16,12 +23,10 @@ void SelectionOptions::add_to(CLI::App& app) {
 }
 
 Selector SelectionOptions::make_selector() const {
-  const LogLevel level = log_level();
-  Selector selector(resolve_config(config_path));
-  // The command prints its own account of the selection; the configuration's
-  // log level must not override the one main() chose from --log-level.
-  set_log_level(level);
-  return selector;
+  Config config = resolve_config(config_path);
+  const LogLevel configured = config.log_level == LogLevel::info ? LogLevel::warn : config.log_level;
+  set_log_level(log_level_override.value_or(configured));
+  return Selector(std::move(config));
 }
 
 Selection SelectionOptions::select(Selector& selector, const SelectorConfig& request,

@@ -43,13 +43,19 @@ CLI::Option* add_optional(CLI::App& app, const std::string& name, std::optional<
       name, [&target](const T& value) { target = value; }, help);
 }
 
+// The --log-level the user gave, if any. Without one the command follows the
+// configuration's logging.level, except that info becomes warn: the command
+// prints the selection itself, so the library's info lines would repeat it.
+void set_log_level_override(std::optional<LogLevel> level);
+
 // --config and --backend, shared by the commands that select a backend.
 struct SelectionOptions {
   std::optional<std::string> config_path;  // none: MLA_CONFIG or the built-in defaults
   std::optional<std::string> backend;      // none: the config's choice (MLA_PREFILL_BACKEND, YAML) or auto
 
   void add_to(CLI::App& app);
-  // resolve_config(--config) wrapped in a Selector; keeps the log level main() set.
+  // resolve_config(--config) wrapped in a Selector (which loads the plugins),
+  // after setting the log level.
   Selector make_selector() const;
   // selector.select() with --backend as the API choice; reasons and errors name --backend.
   Selection select(Selector& selector, const SelectorConfig& request, const DeviceCapability& platform) const;

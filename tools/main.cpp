@@ -4,6 +4,7 @@
 // Every failure ends in one line on stderr, "mla-prefill: error: <message>",
 // and a non-zero exit status (see command.hpp for which).
 #include <iostream>
+#include <optional>
 
 #include "command.hpp"
 
@@ -15,11 +16,11 @@ int run_command_line(int argc, char** argv) {
   CLI::App app{"MLA prefill attention: backend selection, runs on .npy tensors, merges and benchmarks."};
   app.name("mla-prefill");
   app.require_subcommand(1);
-  std::string log_level = "warn";
-  app.add_option("--log-level", log_level,
-                 "library log level: trace, debug, info, warn, error, off (the command reports the "
-                 "selection itself, so info lines are off by default)")
-      ->capture_default_str();
+  app.fallthrough();  // --log-level may follow the subcommand
+  std::optional<std::string> log_level;
+  mla::tools::add_optional(app, "--log-level", log_level,
+                           "library log level: trace, debug, info, warn, error, off (default: the configuration's "
+                           "logging.level, info shown as warn since the command reports the selection itself)");
   app.footer(
       "Exit status: 0 on success; 2 for bad flags, files or configuration, or a backend that cannot run "
       "here; 1 when the computation itself fails.");
@@ -42,7 +43,10 @@ int run_command_line(int argc, char** argv) {
     return mla::tools::exit_usage_error;
   }
 
-  mla::set_log_level(mla::parse_log_level(log_level));
+  std::optional<mla::LogLevel> level;
+  if (log_level) level = mla::parse_log_level(*log_level);
+  mla::tools::set_log_level_override(level);
+  mla::set_log_level(level.value_or(mla::LogLevel::warn));  // until a command reads the configuration
   for (const auto& command : commands) {
     if (command.app->parsed()) return command.run();
   }

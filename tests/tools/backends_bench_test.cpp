@@ -44,6 +44,25 @@ TEST(ToolBackends, ListsEveryBackendAndTheHostPlatform) {
   EXPECT_TRUE(result.err.empty()) << result.err;
 }
 
+TEST(ToolBackends, LibraryLogLinesFollowTheFlagOrTheConfiguration) {
+  // Info lines repeat what the command prints, so by default they are hidden...
+  EXPECT_TRUE(run_tool({"backends"}).err.empty());
+  // ...unless asked for, before or after the subcommand...
+  for (const auto& args : {std::vector<std::string>{"--log-level", "info", "backends"},
+                           std::vector<std::string>{"backends", "--log-level", "info"}}) {
+    const ToolResult result = run_tool(args);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_TRUE(contains(result.err, "[info] Using ")) << result.err;
+  }
+  // ...or the configuration asks for more detail than info.
+  TempDir dir;
+  write_bytes(dir.path("debug.yaml"), "logging:\n  level: debug\n");
+  const ToolResult debug = run_tool({"backends", "--config", dir.path("debug.yaml")});
+  EXPECT_EQ(debug.exit_code, 0) << debug.err;
+  EXPECT_TRUE(contains(debug.err, "[info] Using ")) << debug.err;
+  EXPECT_TRUE(run_tool({"--log-level", "error", "backends", "--config", dir.path("debug.yaml")}).err.empty());
+}
+
 TEST(ToolBackends, JsonNamesPlatformBackendsAndSelection) {
   const ToolResult result = run_tool({"backends", "--json", "--dtype", "fp16", "--dims", "64,64,128"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
