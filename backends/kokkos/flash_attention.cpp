@@ -1,8 +1,9 @@
 // FlashAttention-2 with Kokkos hierarchical parallelism.
 //
 // One team per work item (sequence, query tile, head); the work list is built
-// on the host, longest item first, so dynamic scheduling never ends on a long
-// straggler. A team keeps in scratch, all fp32:
+// on the host, longest first within each (sequence, head) so dynamic
+// scheduling never ends on a long straggler (see build_work_list). A team
+// keeps in scratch, all fp32:
 //   qt  [dqk][Br]      the query tile, transposed, pre-multiplied by scale*log2(e)
 //   kr  [Bc'][dqk]     the current key tile       (Bc' = Bc rounded to block rows)
 //   vr  [Bc][dv']      the current value tile     (dv' = dv rounded to block cols)
@@ -77,7 +78,7 @@ struct ScratchLayout {
     row_alpha = place(kBr);
     total = at + 16;  // room to align the base pointer
   }
-  std::size_t bytes() const { return static_cast<std::size_t>(total) * sizeof(float); }
+  KOKKOS_INLINE_FUNCTION std::size_t bytes() const { return static_cast<std::size_t>(total) * sizeof(float); }
 };
 
 template <DType kIn, DType kOut>
@@ -178,6 +179,11 @@ struct FlashKernel {
     });
   }
 
+  // Query columns of S^T that are computed: every row the value product
+  // reads (rows rounded up to kRb), rounded up to whole kNc blocks. Padded
+  // queries have zero q, so their scores stay finite.
+  KOKKOS_INLINE_FUNCTION static int score_query_blocks(int rows) { return round_up(round_up(rows, kRb), kNc) / kNc; }
+
   // st[j][r] = sum_d kr[j][d] * qt[d][r]: register blocks of kRb keys x kNc
   // queries. The block index runs over keys fastest, so one kNc-wide column
   // slice of qt (dqk x kNc floats) is reused from L1 by every key block.
@@ -187,7 +193,7 @@ struct FlashKernel {
     float* st = scratch + layout.st;
     const int dqk = layout.dqk;
     const int key_blocks = round_up(cols, kRb) / kRb;
-    const int query_blocks = round_up(rows, kNc) / kNc;
+    const int query_blocks = score_query_blocks(rows);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, key_blocks * query_blocks), [&](int block) {
       const int j = (block % key_blocks) * kRb;
       const int r = (block / key_blocks) * kNc;
@@ -203,7 +209,7 @@ struct FlashKernel {
     float* row_max = scratch + layout.row_max;
     float* row_sum = scratch + layout.row_sum;
     float* row_alpha = scratch + layout.row_alpha;
-    const int query_blocks = round_up(rows, kNc) / kNc;
+    const int query_blocks = score_query_blocks(rows);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, query_blocks), [&](int block) {
       const int r0 = block * kNc;
       if (masked) {
@@ -282,11 +288,18 @@ struct FlashKernel {
   }
 };
 
-// Work items ordered by the number of keys they visit, most first.
+// The work list. Items are grouped by (sequence, head), longest group first,
+// and within a group ordered by the number of keys they visit, most first.
+// Strict longest-first across heads would interleave the heads, so every
+// item would stream its head's K/V from memory; grouped, consecutive items
+// reread one head's K/V from cache. The list still ends on the shortest
+// items of the shortest sequences, which is what dynamic scheduling needs
+// to finish without a long straggler.
 WorkList build_work_list(const AttentionProblem& problem, int heads) {
   const auto& cu_q = *problem.cu_q;
   const auto& cu_k = *problem.cu_k;
   struct Costed {
+    std::int64_t group_keys;  // keys of the group's longest item
     std::int64_t keys;
     WorkItem item;
   };
@@ -294,14 +307,24 @@ WorkList build_work_list(const AttentionProblem& problem, int heads) {
   for (int b = 0; b + 1 < static_cast<int>(cu_q.size()); ++b) {
     const int sq = cu_q[b + 1] - cu_q[b];
     const int sk = cu_k[b + 1] - cu_k[b];
-    for (int tile = 0; tile * kBr < sq; ++tile) {
+    auto keys_of = [&](int tile) -> std::int64_t {
       const int last = std::min(sq, (tile + 1) * kBr) - 1;
-      const std::int64_t keys = problem.causal ? std::clamp(last + 1 + sk - sq, 0, sk) : sk;
-      for (int h = 0; h < heads; ++h) items.push_back({keys, {b, tile, h}});
+      return problem.causal ? std::clamp(last + 1 + sk - sq, 0, sk) : sk;
+    };
+    const int tiles = (sq + kBr - 1) / kBr;
+    if (tiles == 0) continue;
+    const std::int64_t group_keys = keys_of(tiles - 1);
+    for (int h = 0; h < heads; ++h) {
+      for (int tile = tiles - 1; tile >= 0; --tile) items.push_back({group_keys, keys_of(tile), {b, tile, h}});
     }
   }
-  std::stable_sort(items.begin(), items.end(), [](const Costed& a, const Costed& b) { return a.keys > b.keys; });
-  WorkList work(Kokkos::view_alloc(Kokkos::WithoutInitializing, "mla_kokkos_work"), items.size());
+  std::stable_sort(items.begin(), items.end(), [](const Costed& a, const Costed& b) {
+    if (a.group_keys != b.group_keys) return a.group_keys > b.group_keys;
+    if (a.item.sequence != b.item.sequence) return a.item.sequence < b.item.sequence;
+    if (a.item.head != b.item.head) return a.item.head < b.item.head;
+    return a.keys > b.keys;
+  });
+  WorkList work(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mla_kokkos_work")), items.size());
   auto host = Kokkos::create_mirror_view(work);
   for (std::size_t i = 0; i < items.size(); ++i) host(i) = items[i].item;
   Kokkos::deep_copy(work, host);
@@ -336,6 +359,9 @@ void launch(const AttentionProblem& problem) {
   const int items = static_cast<int>(kernel.work.extent(0));
   if (items == 0) return;
 
+  // One thread per team: on a CPU a team's work is vectorised inside each
+  // thread, and a team of one needs no barrier; the TeamThreadRange loops
+  // still spread work when a space runs larger teams.
   Policy policy(items, 1);
   const std::size_t bytes = kernel.layout.bytes();
   // Level 0 is the fast per-team scratch (GPU shared memory); a host space
