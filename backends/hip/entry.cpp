@@ -4,7 +4,6 @@
 // macros in mfma.hpp), and here a host predicate knows which targets were
 // compiled in (MLA_HIP_COMPILED_ARCHS, from CMake), so a device without a code
 // object is refused with a reason instead of failing at its first launch.
-#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,7 +66,7 @@ BackendEntry hip_flash_backend_entry() {
   description.availability = [] { return Availability{}; };
   description.device_availability = device_code_for;
   BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
-    return hip::make_hip_flash_backend(params);
+    return std::make_unique<hip_flash::HipFlashBackend>(params);
   };
 #else
   description.availability = [] { return Availability{false, "built without HIP"}; };

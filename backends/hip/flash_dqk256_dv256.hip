@@ -1,0 +1,10 @@
+// Instantiations for qk head dim 256, v head dim 256: bf16 and fp16. One file per
+// head-dim pair so a parallel build compiles them side by side.
+#include "flash_kernel.hpp"
+
+namespace mla::hip_flash {
+
+template void launch_flash_forward<DType::bfloat16, 256, 256>(const FlashParams&, gpu::Stream);
+template void launch_flash_forward<DType::float16, 256, 256>(const FlashParams&, gpu::Stream);
+
+}  // namespace mla::hip_flash

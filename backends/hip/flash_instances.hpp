@@ -1,0 +1,25 @@
+// The compiled HIP_FLASH instantiations, declared for the dispatcher; each
+// flash_dqk*_dv*.hip defines two of them (bf16 and fp16). Causality is a
+// runtime flag: it only moves loop bounds and the mask test, and keeping it
+// out of the template halves the kernels every gfx target compiles.
+#pragma once
+
+#include "cuda_hip/gpu_runtime.hpp"
+#include "flash_params.hpp"
+#include "mla/dtype.hpp"
+
+namespace mla::hip_flash {
+
+// Launches flash_forward_kernel<D, HeadDimQk, HeadDimV>. Defined in flash_kernel.hpp.
+template <DType D, int HeadDimQk, int HeadDimV>
+void launch_flash_forward(const FlashParams& params, gpu::Stream stream);
+
+#define MLA_HIP_FLASH_DECLARE(QK, V)                                                                 \
+  extern template void launch_flash_forward<DType::bfloat16, QK, V>(const FlashParams&, gpu::Stream); \
+  extern template void launch_flash_forward<DType::float16, QK, V>(const FlashParams&, gpu::Stream);
+MLA_HIP_FLASH_DECLARE(192, 128)
+MLA_HIP_FLASH_DECLARE(128, 128)
+MLA_HIP_FLASH_DECLARE(256, 256)
+#undef MLA_HIP_FLASH_DECLARE
+
+}  // namespace mla::hip_flash

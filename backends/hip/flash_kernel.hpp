@@ -1,0 +1,287 @@
+// The HIP_FLASH forward kernel (the FlashAttention-2 algorithm on 32x32x8
+// MFMA, wave64) and its launcher. Included only by the instantiation files
+// flash_dqk*_dv*.hip.
+//
+// One workgroup per (work item, head); a work item is one query tile of one
+// sequence, heaviest first. Each wave owns 32 query rows, held as B operands
+// of Q for the whole block; lane l and lane l ^ 32 share row l % 32. Per key
+// tile the workgroup stages K ([keys][dqk]) and V transposed ([dv][keys]) in
+// LDS, then every wave computes
+//   S^T = K Q^T        (MFMA; K operands from LDS, Q from registers)
+//   scale into the log2 domain, mask where needed, online softmax: a lane's
+//   16 accumulators per 32 keys all belong to its row, one xor-32 shuffle
+//   completes the row max
+//   O^T += V^T P^T     (MFMA; V^T operands from LDS, P^T straight from the
+//                       S^T accumulators, rounded to the input dtype)
+// Key tiles no row of the block sees are never loaded; tiles past the last key
+// a wave's rows see are skipped by that wave; only tiles that cross a row's
+// last visible key (or the sequence end) are masked. The epilogue divides by
+// the row sum and writes out (q's dtype or fp8 e4m3) and the natural-log LSE;
+// a row without keys gets 0 and -inf.
+#pragma once
+
+#include <hip/hip_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "cuda_hip/gpu_runtime.hpp"
+#include "cuda_hip/numeric.hpp"
+#include "cuda_hip/softmax.hpp"
+#include "cuda_hip/work_schedule.hpp"
+#include "flash_config.hpp"
+#include "flash_instances.hpp"
+#include "flash_params.hpp"
+#include "mfma.hpp"
+
+namespace mla::hip_flash {
+
+namespace detail {
+
+using mfma::Accumulator;
+using mfma::Operand;
+
+// 16 bytes of a global row: two operands' worth of values.
+struct alignas(16) Chunk {
+  Operand lo;
+  Operand hi;
+};
+
+// float -> the 16-bit word of the input dtype, round to nearest even.
+template <DType D>
+__device__ inline short to_bits(float value) {
+  if constexpr (D == DType::bfloat16) {
+    return static_cast<short>(gpu_numeric::float_to_bf16(value));
+  } else {
+    return __builtin_bit_cast(short, static_cast<_Float16>(value));
+  }
+}
+
+// Row max and sum partners: the lane holding the other 16 keys of the row.
+__device__ inline float row_partner(float value) { return __shfl_xor(value, mfma::tile, mfma::wave_size); }
+
+// K tile [Bc][dqk] -> LDS rows of k_row elements; keys >= valid_keys become
+// zeros (their scores are masked, but 0 * NaN poison would not be).
+template <FlashTileConfig C>
+__device__ inline void stage_k(short* lds, const std::uint16_t* src, std::int64_t row_stride, int valid_keys) {
+  constexpr int row_chunks = C.head_dim_qk / chunk_elements;
+  constexpr int passes = C.block_cols * row_chunks / C.threads();
+#pragma unroll
+  for (int pass = 0; pass < passes; ++pass) {
+    const int index = static_cast<int>(threadIdx.x) + pass * C.threads();
+    const int key = index / row_chunks;
+    const int chunk = index % row_chunks;
+    Chunk value{};
+    if (key < valid_keys) {
+      value = *reinterpret_cast<const Chunk*>(src + key * row_stride + chunk * chunk_elements);
+    }
+    // Padded rows are 8-byte aligned only: two operand-sized stores.
+    auto* dst = reinterpret_cast<Operand*>(lds + key * C.k_row() + chunk * chunk_elements);
+    dst[0] = value.lo;
+    dst[1] = value.hi;
+  }
+}
+
+// V tile [Bc][dv] -> LDS as V^T [dv][vt_row], so that a lane's 4 keys of one
+// output dim are one 8-byte read. Keys >= valid_keys become zeros.
+template <FlashTileConfig C>
+__device__ inline void stage_v_transposed(short* lds, const std::uint16_t* src, std::int64_t row_stride,
+                                          int valid_keys) {
+  constexpr int row_chunks = C.head_dim_v / chunk_elements;
+  constexpr int passes = C.block_cols * row_chunks / C.threads();
+#pragma unroll
+  for (int pass = 0; pass < passes; ++pass) {
+    const int index = static_cast<int>(threadIdx.x) + pass * C.threads();
+    const int key = index / row_chunks;
+    const int chunk = index % row_chunks;
+    Chunk value{};
+    if (key < valid_keys) {
+      value = *reinterpret_cast<const Chunk*>(src + key * row_stride + chunk * chunk_elements);
+    }
+    short* column = lds + chunk * chunk_elements * C.vt_row() + key;
+#pragma unroll
+    for (int e = 0; e < mfma::operand_values; ++e) {
+      column[e * C.vt_row()] = value.lo[e];
+      column[(e + mfma::operand_values) * C.vt_row()] = value.hi[e];
+    }
+  }
+}
+
+// Writes one lane's 4 consecutive output dims (accumulators 4g..4g+3 of tile t).
+template <DType D>
+__device__ inline void store_out(const FlashParams& p, std::int64_t offset, const Accumulator& acc, int group,
+                                 float factor) {
+  float v[mfma::operand_values];
+#pragma unroll
+  for (int e = 0; e < mfma::operand_values; ++e) v[e] = acc[4 * group + e] * factor;
+  if (p.out_fp8) {
+    std::uint32_t word = 0;
+#pragma unroll
+    for (int e = 0; e < mfma::operand_values; ++e) {
+      word |= static_cast<std::uint32_t>(gpu_numeric::float_to_fp8_e4m3(v[e] / p.out_scale)) << (8 * e);
+    }
+    *reinterpret_cast<std::uint32_t*>(static_cast<std::uint8_t*>(p.out) + offset) = word;
+  } else {
+    Operand bits;
+#pragma unroll
+    for (int e = 0; e < mfma::operand_values; ++e) bits[e] = to_bits<D>(v[e]);
+    *reinterpret_cast<Operand*>(static_cast<std::uint16_t*>(p.out) + offset) = bits;
+  }
+}
+
+}  // namespace detail
+
+template <DType D, int HeadDimQk, int HeadDimV>
+__global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().threads()))
+    flash_forward_kernel(const FlashParams p) {
+  using namespace detail;
+  constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV>();
+  constexpr int qk_steps = HeadDimQk / mfma::k_step;
+  constexpr int key_tiles = c.block_cols / mfma::tile;  // 32-key S^T tiles per block tile
+  constexpr int out_tiles = HeadDimV / mfma::tile;      // 32-dim O^T tiles
+  constexpr int pv_steps = c.block_cols / mfma::k_step;
+  // 16-byte aligned: both tiles are read and written as 8-byte operands.
+  alignas(16) __shared__ short k_lds[c.k_tile_elements()];
+  alignas(16) __shared__ short vt_lds[c.vt_tile_elements()];
+
+  const gpu_schedule::WorkItem item = p.work[blockIdx.x];
+  const int head = static_cast<int>(blockIdx.y);
+  const int q_start = p.cu_seqlens_q[item.seq];
+  const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
+  const int k_start = p.cu_seqlens_k[item.seq];
+  const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
+  const int block_row = item.q_tile * c.block_rows();
+  const int block_rows = min(c.block_rows(), seqlen_q - block_row);
+
+  const int wave = static_cast<int>(threadIdx.x) / mfma::wave_size;
+  const int lane = static_cast<int>(threadIdx.x) % mfma::wave_size;
+  const int wave_row = block_row + wave * wave_rows;
+  const bool wave_active = wave_row < seqlen_q;
+  const int row = wave_row + mfma::operand_row(lane);  // this lane's query row in the sequence
+  const bool row_valid = row < seqlen_q;
+  const int row_keys = gpu_schedule::row_key_end(row, seqlen_q, seqlen_k, p.causal);
+  // The wave's first row sees the fewest keys, its last valid row the most.
+  const int wave_unmasked_keys = gpu_schedule::row_key_end(wave_row, seqlen_q, seqlen_k, p.causal);
+  const int wave_keys =
+      wave_active ? gpu_schedule::row_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal)
+                  : 0;
+  const int block_keys = gpu_schedule::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
+
+  // Q^T as B operands: value e of step s is q[row][8s + operand_k(lane, e)].
+  const auto* q = static_cast<const std::uint16_t*>(p.q) + (q_start + static_cast<std::int64_t>(row)) * p.q_row_stride +
+                  head * p.q_head_stride;
+  Operand q_ops[qk_steps];
+#pragma unroll
+  for (int s = 0; s < qk_steps; ++s) {
+    q_ops[s] = row_valid ? *reinterpret_cast<const Operand*>(q + s * mfma::k_step + mfma::operand_k(lane, 0))
+                         : Operand{};
+  }
+
+  const auto* k = static_cast<const std::uint16_t*>(p.k) + k_start * p.k_row_stride + head * p.k_head_stride;
+  const auto* v = static_cast<const std::uint16_t*>(p.v) + k_start * p.v_row_stride + head * p.v_head_stride;
+  Accumulator o[out_tiles];
+#pragma unroll
+  for (int t = 0; t < out_tiles; ++t) o[t] = Accumulator{};
+  float row_max = -INFINITY;  // log2 domain, shared by the lane pair
+  float lane_sum = 0.0f;      // this lane's half of the row sum, at base exp2_base(row_max)
+
+  for (int key0 = 0; key0 < block_keys; key0 += c.block_cols) {
+    __syncthreads();  // every wave is done with the previous tile
+    stage_k<c>(k_lds, k + key0 * p.k_row_stride, p.k_row_stride, seqlen_k - key0);
+    stage_v_transposed<c>(vt_lds, v + key0 * p.v_row_stride, p.v_row_stride, seqlen_k - key0);
+    __syncthreads();
+    if (key0 >= wave_keys) continue;  // wave-uniform: none of this wave's rows sees these keys
+
+    Accumulator s[key_tiles];
+#pragma unroll
+    for (int t = 0; t < key_tiles; ++t) {
+      s[t] = Accumulator{};
+      const short* k_row = k_lds + (t * mfma::tile + mfma::operand_row(lane)) * c.k_row() + mfma::operand_k(lane, 0);
+#pragma unroll
+      for (int step = 0; step < qk_steps; ++step) {
+        const Operand k_op = *reinterpret_cast<const Operand*>(k_row + step * mfma::k_step);
+        s[t] = mfma::product<D>(k_op, q_ops[step], s[t]);
+      }
+    }
+
+    const bool masked = key0 + c.block_cols > wave_unmasked_keys;  // wave-uniform
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < key_tiles; ++t) {
+#pragma unroll
+      for (int r = 0; r < mfma::accumulators; ++r) {
+        float score = s[t][r] * p.scale_log2;
+        if (masked && key0 + t * mfma::tile + mfma::acc_row(lane, r) >= row_keys) score = -INFINITY;
+        s[t][r] = score;
+        tile_max = fmaxf(tile_max, score);
+      }
+    }
+    tile_max = fmaxf(tile_max, row_partner(tile_max));
+    const float new_max = fmaxf(row_max, tile_max);
+    const float base = gpu_softmax::exp2_base(new_max);
+    const float factor = gpu_softmax::rescale_factor(row_max, base);
+    row_max = new_max;
+
+    float tile_sum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < key_tiles; ++t) {
+#pragma unroll
+      for (int r = 0; r < mfma::accumulators; ++r) {
+        s[t][r] = exp2f(s[t][r] - base);
+        tile_sum += s[t][r];
+      }
+    }
+    lane_sum = lane_sum * factor + tile_sum;
+#pragma unroll
+    for (int t = 0; t < out_tiles; ++t) o[t] *= factor;
+
+#pragma unroll
+    for (int step = 0; step < pv_steps; ++step) {
+      // P^T operand of keys 8 step .. 8 step + 7: four S^T accumulators as they are.
+      const Accumulator& probabilities = s[step / (mfma::tile / mfma::k_step)];
+      const int local_step = step % (mfma::tile / mfma::k_step);
+      Operand p_op;
+#pragma unroll
+      for (int e = 0; e < mfma::operand_values; ++e) {
+        p_op[e] = to_bits<D>(probabilities[mfma::p_register(local_step, e)]);
+      }
+      const short* vt = vt_lds + mfma::operand_row(lane) * c.vt_row() + step * mfma::k_step + mfma::operand_k(lane, 0);
+#pragma unroll
+      for (int t = 0; t < out_tiles; ++t) {
+        const Operand v_op = *reinterpret_cast<const Operand*>(vt + t * mfma::tile * c.vt_row());
+        o[t] = mfma::product<D>(v_op, p_op, o[t]);
+      }
+    }
+  }
+
+  const float row_sum = lane_sum + row_partner(lane_sum);
+  if (!row_valid) return;
+  const float factor = gpu_softmax::output_factor(row_sum);
+  const std::int64_t out_row = (q_start + static_cast<std::int64_t>(row)) * p.out_row_stride + head * p.out_head_stride;
+#pragma unroll
+  for (int t = 0; t < out_tiles; ++t) {
+#pragma unroll
+    for (int group = 0; group < mfma::accumulators / mfma::operand_values; ++group) {
+      const int dim = t * mfma::tile + mfma::acc_row(lane, 4 * group);
+      store_out<D>(p, out_row + dim, o[t], group, factor);
+    }
+  }
+  if (p.lse != nullptr && lane < mfma::tile) {
+    p.lse[head * p.lse_head_stride + (q_start + static_cast<std::int64_t>(row)) * p.lse_token_stride] =
+        gpu_softmax::natural_lse(row_max, row_sum);
+  }
+}
+
+template <DType D, int HeadDimQk, int HeadDimV>
+void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
+  constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV>();
+  if (params.num_work == 0 || params.num_heads == 0) return;
+  const dim3 grid(static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads));
+  flash_forward_kernel<D, HeadDimQk, HeadDimV><<<grid, c.threads(), 0, stream>>>(params);
+  gpu::check_launch("hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
+                        std::to_string(HeadDimV) + ">",
+                    std::to_string(params.num_work) + " work items, " + std::to_string(params.num_heads) + " heads");
+}
+
+}  // namespace mla::hip_flash

@@ -1,0 +1,42 @@
+// Arguments of one HIP_FLASH kernel launch, filled by the backend (plain C++)
+// and passed by value to the kernel. Strides are in elements; the last dim of
+// q, k, v and out is contiguous and every row starts 16-byte aligned (the
+// backend checks).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_hip/work_schedule.hpp"
+
+namespace mla::hip_flash {
+
+struct FlashParams {
+  const void* q = nullptr;  // [Nq, H, dqk]
+  const void* k = nullptr;  // [Nk, H, dqk]
+  const void* v = nullptr;  // [Nk, H, dv]
+  void* out = nullptr;      // [Nq, H, dv] in q's dtype, or float8_e4m3 when out_fp8
+  float* lse = nullptr;     // [H, Nq] natural log, or null when not requested
+  std::int64_t q_row_stride = 0;
+  std::int64_t q_head_stride = 0;
+  std::int64_t k_row_stride = 0;
+  std::int64_t k_head_stride = 0;
+  std::int64_t v_row_stride = 0;
+  std::int64_t v_head_stride = 0;
+  std::int64_t out_row_stride = 0;
+  std::int64_t out_head_stride = 0;
+  std::int64_t lse_head_stride = 0;
+  std::int64_t lse_token_stride = 0;
+
+  const std::int32_t* cu_seqlens_q = nullptr;    // [B+1], device
+  const std::int32_t* cu_seqlens_k = nullptr;    // [B+1], device
+  const gpu_schedule::WorkItem* work = nullptr;  // [num_work], heaviest first, device
+  std::int32_t num_work = 0;
+  std::int32_t num_heads = 0;
+  bool causal = false;
+
+  float scale_log2 = 0.0f;  // softmax scale * log2(e): scores go straight to exp2
+  bool out_fp8 = false;
+  float out_scale = 1.0f;  // fp8 output is saturate(out / out_scale)
+};
+
+}  // namespace mla::hip_flash
