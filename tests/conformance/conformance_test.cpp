@@ -85,8 +85,9 @@ TEST_P(Conformance, NewTokensIntoPaddedOut) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
   const std::int64_t nq = meta.num_q_tokens(), h = heads(), dv = v_dim();
-  const std::int64_t row = h * (dv + 8) + 8;
-  HostTensor out(dtype(), {nq, h, dv}, {row, dv + 8, 1}, /*offset=*/8, /*extra=*/3 * row);
+  // Padding in multiples of 16 elements keeps every row 16-byte aligned.
+  const std::int64_t row = h * (dv + 16) + 16;
+  HostTensor out(dtype(), {nq, h, dv}, {row, dv + 16, 1}, /*offset=*/16, /*extra=*/3 * row);
   DeviceTensor dout = upload(queue_, out);
   backend_->prepare(queue_, meta);
   const AttentionResult result =
@@ -217,8 +218,8 @@ class MergeConformance : public Conformance {
   void check_merge(const MergeInputs& in, DType out_dtype, std::optional<float> out_scale,
                    std::optional<std::int64_t> cutoff, bool with_lse) {
     const std::int64_t h = heads(), dv = v_dim();
-    const std::int64_t row = h * (dv + 8) + 8;
-    HostTensor out(out_dtype, {tokens, h, dv}, {row, dv + 8, 1}, 0, 2 * row);
+    const std::int64_t row = h * (dv + 16) + 16;  // 16-byte aligned rows even for fp8
+    HostTensor out(out_dtype, {tokens, h, dv}, {row, dv + 16, 1}, 0, 2 * row);
     HostTensor out_lse(DType::float32, {h, tokens}, {tokens + 3, 1}, 0, 5);
     DeviceTensor d_out = upload(queue_, out);
     DeviceTensor d_out_lse = upload(queue_, out_lse);
