@@ -43,7 +43,9 @@ AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const Pr
 
   // Each merge reads `current` and writes `spare`, then the two swap. The
   // chunk's own result dies at the end of its iteration while the queue may
-  // still be reading it; Queue::free is stream-ordered, so that is safe.
+  // still be reading it. That is safe because a queue's free waits for the
+  // device (cudaFree / hipFree synchronise) or runs on the host queue, where
+  // the work is already done.
   AttentionResult spare = allocate_merge_target(queue, backend.params(), metadata.num_q_tokens());
   for (std::size_t c = 0; c < metadata.chunks.size(); ++c) {
     AttentionResult context = backend.run_context_chunk(queue, static_cast<int>(c), q, chunk_k[c], chunk_v[c]);
