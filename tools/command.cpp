@@ -70,6 +70,7 @@ DType parse_input_dtype(const std::string& text, const char* flag) {
   try {
     dtype = parse_dtype(text);
   } catch (const Error&) {
+    // Replaced below by a message that names the flag and only the types it accepts.
   }
   if (!dtype || *dtype == DType::float8_e4m3) {
     raise(ErrorCategory::invalid_argument,
