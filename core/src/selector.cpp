@@ -100,7 +100,8 @@ Selection select_default(const Config& config, const DeviceCapability& platform,
   selection.kind = registry.parse(config.default_backend);
   selection.name = config.default_backend;
   selection.entry = registry.resolve(selection.kind);
-  selection.why = "capability of " + platform.describe() + " unknown: configured default_backend";
+  selection.why = "capability of the " + std::string(vendor_name(platform.vendor)) +
+                  " device unknown: configured default_backend";
   selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), {}, -1});
   if (choice.name) {
     log(LogLevel::warn, "Explicit MLA prefill backend " + *choice.name + " (from " + choice.origin +
