@@ -67,6 +67,12 @@ class Conformance : public ::testing::TestWithParam<ConformanceShape> {
     return matches(result, reference, tolerance());
   }
 
+  // run_prefill_step over new tokens `q_lens` and context chunks `chunk_lens`
+  // on the backend under test, against one causal REFERENCE pass over
+  // context + new tokens (bottom-right aligned).
+  ::testing::AssertionResult chunked_prefill_matches(const std::vector<int>& q_lens,
+                                                     const std::vector<std::vector<int>>& chunk_lens);
+
   BackendParams params_;
   BackendDescription description_;
   Queue queue_ = Queue::host();  // the backend under test runs here

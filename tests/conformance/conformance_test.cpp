@@ -23,30 +23,6 @@ std::int64_t total(const std::vector<int>& lens) {
   return sum;
 }
 
-// Keys of one sequence per chunk, then its new tokens, concatenated in that
-// order into [sum, H, dim]: the operand of a single causal pass that must
-// equal the chunked step (bottom-right alignment puts the context in view).
-HostTensor concat_context(DType dtype, const std::vector<const HostTensor*>& parts,
-                          const std::vector<std::vector<int>>& part_lens, std::vector<int>& full_lens) {
-  const std::size_t batch = part_lens.front().size();
-  full_lens.assign(batch, 0);
-  for (const auto& lens : part_lens)
-    for (std::size_t b = 0; b < batch; ++b) full_lens[b] += lens[b];
-  const std::int64_t heads = parts.front()->size(1), dim = parts.front()->size(2);
-  HostTensor full(dtype, {total(full_lens), heads, dim});
-  std::vector<std::vector<std::int64_t>> starts;
-  for (const auto& lens : part_lens) starts.push_back(offsets_of(lens));
-  std::int64_t row = 0;
-  for (std::size_t b = 0; b < batch; ++b) {
-    for (std::size_t p = 0; p < parts.size(); ++p) {
-      for (std::int64_t t = starts[p][b]; t < starts[p][b + 1]; ++t, ++row)
-        for (std::int64_t h = 0; h < heads; ++h)
-          for (std::int64_t d = 0; d < dim; ++d) full.set(parts[p]->at(t, h, d), row, h, d);
-    }
-  }
-  return full;
-}
-
 TEST_P(Conformance, NewTokensWithLse) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
@@ -286,37 +262,8 @@ TEST_P(MergeConformance, Fp8Output) {
 TEST_P(Conformance, ChunkedPrefillEqualsSinglePass) {
   for (std::size_t num_chunks = 1; num_chunks <= sweep_chunks.size(); ++num_chunks) {
     SCOPED_TRACE(std::to_string(num_chunks) + " chunk(s)");
-    PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
-    std::vector<Operands> chunks;
-    std::vector<TensorView> chunk_k, chunk_v;
-    std::vector<const HostTensor*> k_parts, v_parts;
-    std::vector<std::vector<int>> part_lens;
-    for (std::size_t c = 0; c < num_chunks; ++c) {
-      meta.add_chunk(sweep_chunks[c]);
-      chunks.push_back(random_operands(0, total(sweep_chunks[c])));
-      part_lens.push_back(sweep_chunks[c]);
-    }
-    part_lens.push_back(sweep_q_lens);
-    Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
-    for (const Operands& chunk : chunks) {
-      chunk_k.push_back(chunk.dk.view);
-      chunk_v.push_back(chunk.dv.view);
-      k_parts.push_back(&chunk.k);
-      v_parts.push_back(&chunk.v);
-    }
-    k_parts.push_back(&ops.k);
-    v_parts.push_back(&ops.v);
-
-    const AttentionResult result =
-        run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
-
-    std::vector<int> full_lens;
-    const HostTensor full_k = concat_context(dtype(), k_parts, part_lens, full_lens);
-    const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
-    const PrefillMetadata single = PrefillMetadata::from_lengths(sweep_q_lens, full_lens);
-    reference_->prepare(host_, single);
-    const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), true);
-    EXPECT_TRUE(matches(result, ref));
+    const std::vector<std::vector<int>> chunk_lens(sweep_chunks.begin(), sweep_chunks.begin() + num_chunks);
+    EXPECT_TRUE(chunked_prefill_matches(sweep_q_lens, chunk_lens));
   }
 }
 
@@ -336,36 +283,7 @@ TEST_P(LongConformance, NewTokens) {
 }
 
 TEST_P(LongConformance, ChunkedPrefill) {
-  const std::vector<int> q_lens{16, 1, 0, 63, 8};
-  const std::vector<std::vector<int>> chunk_lens{{514, 97, 3, 300, 0}, {1534, 0, 0, 211, 2048}};
-  PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
-  std::vector<Operands> chunks;
-  std::vector<TensorView> chunk_k, chunk_v;
-  std::vector<const HostTensor*> k_parts, v_parts;
-  for (const auto& lens : chunk_lens) {
-    meta.add_chunk(lens);
-    chunks.push_back(random_operands(0, total(lens)));
-  }
-  Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
-  for (const Operands& chunk : chunks) {
-    chunk_k.push_back(chunk.dk.view);
-    chunk_v.push_back(chunk.dv.view);
-    k_parts.push_back(&chunk.k);
-    v_parts.push_back(&chunk.v);
-  }
-  k_parts.push_back(&ops.k);
-  v_parts.push_back(&ops.v);
-  std::vector<std::vector<int>> part_lens = chunk_lens;
-  part_lens.push_back(q_lens);
-
-  const AttentionResult result =
-      run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
-  std::vector<int> full_lens;
-  const HostTensor full_k = concat_context(dtype(), k_parts, part_lens, full_lens);
-  const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
-  reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, full_lens));
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), true);
-  EXPECT_TRUE(matches(result, ref));
+  EXPECT_TRUE(chunked_prefill_matches({16, 1, 0, 63, 8}, {{514, 97, 3, 300, 0}, {1534, 0, 0, 211, 2048}}));
 }
 
 const std::vector<MlaDims> sweep_dims{{128, 64, 128}, {64, 64, 128}, {192, 64, 256}};
