@@ -1,0 +1,245 @@
+// GPU prefill benchmark of CUDA_FLASH on DeepSeek dims (dqk 192, V 128, bf16,
+// causal) and of merge_attn_states against a device-to-device copy.
+//
+//   mla-bench-gpu [--quick] [--runs N]     markdown tables on stdout
+//
+// Attention: heads 128 and 16, one sequence of 1k..16k tokens and a varlen
+// batch with the same total tokens. Each timed run reads a different set of
+// q/k/v (rotating through copies at different offsets of a random pool, so L2
+// never holds the inputs); the output buffer is preallocated and the LSE not
+// requested, so no allocation sits inside the timed region. TFLOP/s from the
+// median of the runs after warm-up, FLOPs as CONTRACT.md §8:
+// H * (dqk + dv) * sum_i s_i^2.
+//
+// Merge: bytes moved (both inputs, both LSEs, output and output LSE) over the
+// median time, next to cudaMemcpy-like D2D copies (Queue::memcpy) moving the
+// same number of bytes.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mla/detail/builtin.hpp"
+#include "mla/mla.hpp"
+
+namespace mla::bench {
+namespace {
+
+constexpr MlaDims dims = deepseek_dims;
+constexpr DType dtype = DType::bfloat16;
+constexpr int rotations = 3;
+
+struct Options {
+  bool quick = false;
+  int runs = 30;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Random bf16 bits (never zero), filled on the host once and copied to the
+// device in pieces shifted by an odd stride so no two tensors are equal.
+class RandomPool {
+ public:
+  RandomPool(Queue& queue, std::size_t bytes) : buffer_(UsmBuffer::device(queue, bytes)) {
+    std::mt19937 rng(12345);
+    std::uniform_real_distribution<float> uniform(0.05f, 1.0f);
+    std::vector<std::uint16_t> block(std::size_t{32} << 20);  // 64 MiB
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      const float value = (i % 2 ? 1.0f : -1.0f) * uniform(rng);
+      block[i] = float_to_bf16_bits(value);
+    }
+    const std::size_t block_bytes = block.size() * 2;
+    for (std::size_t offset = 0, shift = 0; offset < bytes; offset += block_bytes - shift, shift = (shift + 4098) % 65536) {
+      const std::size_t n = std::min(block_bytes - shift, bytes - offset);
+      queue.memcpy(static_cast<std::uint8_t*>(buffer_.get()) + offset, reinterpret_cast<std::uint8_t*>(block.data()) + shift, n);
+    }
+    queue.wait();
+  }
+  // A 256-byte aligned region starting at `offset` bytes.
+  void* at(std::size_t offset) const { return static_cast<std::uint8_t*>(buffer_.get()) + offset; }
+  std::size_t bytes() const { return buffer_.bytes(); }
+
+ private:
+  UsmBuffer buffer_;
+};
+
+std::vector<int> varlen_lengths(int total, std::mt19937& rng) {
+  std::uniform_int_distribution<int> length(std::max(1, total / 16), std::max(1, total / 4));
+  std::vector<int> lengths;
+  for (int left = total; left > 0;) {
+    const int s = std::min(left, length(rng));
+    lengths.push_back(s);
+    left -= s;
+  }
+  return lengths;
+}
+
+double causal_flops(int heads, const std::vector<int>& lengths) {
+  double sum = 0.0;
+  for (int s : lengths) sum += static_cast<double>(s) * s;
+  return heads * static_cast<double>(dims.qk_head_dim() + dims.v_head_dim) * sum;
+}
+
+TensorView view(void* data, std::int64_t tokens, int heads, int dim) {
+  return TensorView::contiguous(data, dtype, {tokens, heads, dim}, MemoryKind::device);
+}
+
+std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::vector<int>& lengths,
+                   const char* batch, const Options& options) {
+  const PrefillMetadata metadata = PrefillMetadata::from_lengths(lengths, lengths, true);
+  const std::int64_t tokens = metadata.num_q_tokens();
+  BackendParams params;
+  params.num_heads = heads;
+  params.dims = dims;
+  params.dtype = dtype;
+  params.scale = 0.1352337788608801f;  // DeepSeek-V3: 192^-0.5 * mscale^2
+  auto backend = detail::cuda_flash_backend_entry().factory(params);
+  backend->prepare(queue, metadata);
+
+  const std::size_t q_bytes = round_up(static_cast<std::size_t>(tokens) * heads * dims.qk_head_dim() * 2);
+  const std::size_t v_bytes = round_up(static_cast<std::size_t>(tokens) * heads * dims.v_head_dim * 2);
+  const std::size_t set_bytes = 2 * q_bytes + v_bytes;
+  // Rotations start at different offsets of the pool; they overlap when the
+  // pool is small, but never start at the same byte.
+  const std::size_t spare = pool.bytes() > set_bytes ? pool.bytes() - set_bytes : 0;
+  UsmBuffer out = UsmBuffer::device(queue, static_cast<std::size_t>(tokens) * heads * dims.v_head_dim * 2);
+  const TensorView out_view = view(out.get(), tokens, heads, dims.v_head_dim);
+  auto run = [&](int rotation) {
+    const std::size_t base = spare / rotations * static_cast<std::size_t>(rotation) / 256 * 256;
+    backend->run_new_tokens(queue, view(pool.at(base), tokens, heads, dims.qk_head_dim()),
+                            view(pool.at(base + q_bytes), tokens, heads, dims.qk_head_dim()),
+                            view(pool.at(base + 2 * q_bytes), tokens, heads, dims.v_head_dim), false, out_view);
+  };
+  for (int i = 0; i < 3; ++i) run(i % rotations);
+  std::vector<double> ms;
+  for (int i = 0; i < options.runs; ++i) {
+    const Event start = queue.record();
+    run(i % rotations);
+    const Event end = queue.record();
+    ms.push_back(Event::elapsed_ms(start, end));
+  }
+  const double t = median(ms);
+  std::string seqlens = lengths.size() == 1 ? std::to_string(lengths[0]) : std::to_string(lengths.size()) + " seqs";
+  std::printf("| CUDA_FLASH | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", heads, batch, seqlens.c_str(),
+              static_cast<long long>(tokens), t, causal_flops(heads, lengths) / (t * 1e-3) / 1e12);
+  std::fflush(stdout);
+}
+
+void merge_row(Queue& queue, const RandomPool& pool, std::int64_t tokens, int heads, const Options& options) {
+  BackendParams params;
+  params.num_heads = heads;
+  params.dims = dims;
+  params.dtype = dtype;
+  params.scale = 0.1352337788608801f;
+  auto backend = detail::cuda_flash_backend_entry().factory(params);
+  const int dv = dims.v_head_dim;
+  const std::size_t out_bytes = static_cast<std::size_t>(tokens) * heads * dv * 2;
+  const std::size_t lse_bytes = static_cast<std::size_t>(tokens) * heads * 4;
+  // LSEs: finite values, so every element takes the full weighted path.
+  std::vector<float> lse_host(static_cast<std::size_t>(tokens) * heads);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> lse_value(-3.0f, 3.0f);
+  for (float& x : lse_host) x = lse_value(rng);
+  UsmBuffer prefix_lse = UsmBuffer::device(queue, lse_bytes);
+  UsmBuffer suffix_lse = UsmBuffer::device(queue, lse_bytes);
+  UsmBuffer out_lse = UsmBuffer::device(queue, lse_bytes);
+  UsmBuffer out = UsmBuffer::device(queue, out_bytes);
+  queue.memcpy(prefix_lse.get(), lse_host.data(), lse_bytes);
+  std::reverse(lse_host.begin(), lse_host.end());
+  queue.memcpy(suffix_lse.get(), lse_host.data(), lse_bytes);
+  const auto lse_view = [&](UsmBuffer& b) {
+    return TensorView::contiguous(b.get(), DType::float32, {heads, tokens}, MemoryKind::device);
+  };
+  MergeArgs args{view(pool.at(0), tokens, heads, dv), lse_view(prefix_lse), view(pool.at(round_up(out_bytes)), tokens, heads, dv),
+                 lse_view(suffix_lse), view(out.get(), tokens, heads, dv), lse_view(out_lse), std::nullopt, std::nullopt};
+  const double moved = 3.0 * static_cast<double>(out_bytes) + 3.0 * static_cast<double>(lse_bytes);
+  std::vector<double> merge_ms;
+  std::vector<double> copy_ms;
+  // The copy moves the same bytes: read half, write half.
+  const auto copy_bytes = static_cast<std::size_t>(moved / 2);
+  if (copy_bytes > pool.bytes()) raise(ErrorCategory::internal, "mla-bench-gpu: random pool smaller than the copy");
+  UsmBuffer copy_dst = UsmBuffer::device(queue, copy_bytes);
+  for (int i = 0; i < 3 + options.runs; ++i) {
+    const Event a = queue.record();
+    backend->merge_attn_states(queue, args);
+    const Event b = queue.record();
+    queue.memcpy(copy_dst.get(), pool.at(0), copy_bytes);
+    const Event c = queue.record();
+    if (i < 3) continue;
+    merge_ms.push_back(Event::elapsed_ms(a, b));
+    copy_ms.push_back(Event::elapsed_ms(b, c));
+  }
+  const double tm = median(merge_ms);
+  const double tc = median(copy_ms);
+  std::printf("| merge_attn_states | bf16 V=128 | %d | %lld | %.3f | %.0f | %.3f | %.0f | %.2f |\n", heads,
+              static_cast<long long>(tokens), tm, moved / (tm * 1e-3) / 1e9, tc, moved / (tc * 1e-3) / 1e9, tc / tm);
+}
+
+int run(const Options& options) {
+  if (detect_devices().empty()) {
+    std::fprintf(stderr, "mla-bench-gpu: no CUDA device\n");
+    return 2;
+  }
+  Queue queue(DeviceBackend::cuda, 0);
+  std::printf("Device: %s\n\n", queue.capability().describe().c_str());
+  const std::vector<int> seqlens = options.quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
+  const std::vector<int> heads = options.quick ? std::vector<int>{16} : std::vector<int>{128, 16};
+  const std::vector<std::int64_t> merge_tokens = options.quick ? std::vector<std::int64_t>{16384}
+                                                               : std::vector<std::int64_t>{16384, 65536};
+  // Pool: one rotation set of the largest attention case plus room to shift,
+  // and the two merge inputs of the largest merge (whose copy reads less).
+  const std::size_t largest = static_cast<std::size_t>(seqlens.back()) * heads.front() *
+                              (2 * dims.qk_head_dim() + dims.v_head_dim) * 2;
+  const std::size_t merge_inputs =
+      2 * round_up(static_cast<std::size_t>(merge_tokens.back()) * heads.front() * dims.v_head_dim * 2);
+  const RandomPool pool(queue, std::max(largest + largest / 2, merge_inputs));
+
+  std::printf("| impl | shape | heads | batch | seqlens | tokens | median ms | TFLOP/s |\n");
+  std::printf("|---|---|---:|---|---|---:|---:|---:|\n");
+  std::mt19937 rng(99);
+  for (int h : heads) {
+    for (int s : seqlens) {
+      attention_row(queue, pool, h, {s}, "one sequence", options);
+      attention_row(queue, pool, h, varlen_lengths(s, rng), "varlen", options);
+    }
+  }
+  std::printf("\n| impl | shape | heads | tokens | median ms | GB/s | D2D copy ms | copy GB/s | merge / copy speed |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int h : heads) {
+    for (std::int64_t tokens : merge_tokens) merge_row(queue, pool, tokens, h, options);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mla::bench
+
+int main(int argc, char** argv) {
+  mla::bench::Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      options.quick = true;
+    } else if (arg == "--runs" && i + 1 < argc) {
+      options.runs = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: mla-bench-gpu [--quick] [--runs N]\n");
+      return 2;
+    }
+  }
+  try {
+    return mla::bench::run(options);
+  } catch (const mla::Error& error) {
+    std::fprintf(stderr, "mla-bench-gpu: %s\n", error.what());
+    return 1;
+  }
+}

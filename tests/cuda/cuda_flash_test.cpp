@@ -1,0 +1,249 @@
+// CUDA_FLASH against the fp64 REFERENCE on shapes aimed at the kernel's own
+// edges: lengths around every tile size, many sequences of the heavy-first
+// work list, keys beyond queries, chunks without keys, fp8 output, both merge
+// paths, and the argument checks that only this backend makes. The shared
+// conformance suite (conformance_cuda_flash) covers the contract as a whole.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "gpu_test_support.hpp"
+#include "mla/detail/builtin.hpp"
+
+namespace mla {
+namespace {
+
+using testing::close_to_reference;
+using testing::download;
+using testing::make_tensor;
+using testing::on_host;
+using testing::TestTensor;
+
+struct Case {
+  DType dtype;
+  MlaDims dims;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(dtype_name(info.param.dtype)) + "_" + std::to_string(info.param.dims.qk_head_dim()) + "_" +
+         std::to_string(info.param.dims.v_head_dim);
+}
+
+class CudaFlashTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    MLA_REQUIRE_CUDA_DEVICE();
+    queue_ = Queue(DeviceBackend::cuda, 0);
+    params_.num_heads = 3;
+    params_.dims = GetParam().dims;
+    params_.dtype = GetParam().dtype;
+    params_.scale = 1.0f / std::sqrt(static_cast<float>(params_.dims.qk_head_dim()));
+    backend_ = detail::cuda_flash_backend_entry().factory(params_);
+    reference_ = detail::reference_backend_entry().factory(params_);
+  }
+
+  double out_tolerance() const { return params_.dtype == DType::bfloat16 ? 1e-2 : 2e-3; }
+  double lse_tolerance() const { return params_.dtype == DType::bfloat16 ? 1e-2 : 1e-3; }
+  TestTensor tensor(std::int64_t tokens, std::int64_t dim, std::int64_t pad = 0) {
+    return make_tensor(queue_, params_.dtype, tokens, params_.num_heads, dim, pad, rng_, -2.0f, 2.0f);
+  }
+
+  // New tokens on both backends, compared; q and v with padded rows.
+  void check_new_tokens(const PrefillMetadata& metadata) {
+    const std::int64_t nq = metadata.num_q_tokens();
+    const std::int64_t nk = metadata.num_k_tokens();
+    TestTensor q = tensor(nq, params_.dims.qk_head_dim(), 8);
+    TestTensor k = tensor(nk, params_.dims.qk_head_dim());
+    TestTensor v = tensor(nk, params_.dims.v_head_dim, 24);
+    backend_->prepare(queue_, metadata);
+    const AttentionResult result = backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, true);
+    Queue host = Queue::host();
+    reference_->prepare(host, metadata);
+    const AttentionResult expected = reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, true);
+    auto out_bytes = download(queue_, result.out);
+    auto lse_bytes = download(queue_, result.lse);
+    EXPECT_TRUE(close_to_reference(on_host(result.out, out_bytes), on_host(result.lse, lse_bytes), expected.out,
+                                   expected.lse, out_tolerance(), lse_tolerance()));
+  }
+
+  Queue queue_ = Queue::host();
+  BackendParams params_;
+  std::unique_ptr<PrefillBackend> backend_;
+  std::unique_ptr<PrefillBackend> reference_;
+  std::mt19937 rng_{20240531};
+};
+
+TEST_P(CudaFlashTest, LengthsAroundEveryTileSize) {
+  // Around 16 (a warp's rows), 32/64 (key tiles) and 64/128 (query tiles).
+  const std::vector<int> lengths = {1, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 255, 257};
+  check_new_tokens(PrefillMetadata::from_lengths(lengths, lengths, true));
+}
+
+TEST_P(CudaFlashTest, ManySequencesInHeavyFirstOrder) {
+  std::uniform_int_distribution<int> length(0, 420);
+  std::vector<int> lengths(37);
+  for (int& l : lengths) l = length(rng_);
+  check_new_tokens(PrefillMetadata::from_lengths(lengths, lengths, true));
+}
+
+TEST_P(CudaFlashTest, MoreKeysThanQueriesAndTheReverse) {
+  // Bottom-right causal: the 3-query sequence sees 300 keys; the 200-query
+  // sequence with 70 keys has 130 leading rows without keys (0 and -inf).
+  check_new_tokens(PrefillMetadata::from_lengths({3, 200, 129}, {300, 70, 129}, true));
+}
+
+TEST_P(CudaFlashTest, NonCausalNewTokens) {
+  check_new_tokens(PrefillMetadata::from_lengths({77, 1, 190}, {140, 33, 0}, false));
+}
+
+TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
+  PrefillMetadata metadata = PrefillMetadata::from_lengths({65, 9, 130}, {65, 9, 130}, true);
+  metadata.add_chunk({0, 200, 0});
+  TestTensor q = tensor(metadata.num_q_tokens(), params_.dims.qk_head_dim());
+  TestTensor k = tensor(200, params_.dims.qk_head_dim());
+  TestTensor v = tensor(200, params_.dims.v_head_dim);
+  backend_->prepare(queue_, metadata);
+  const AttentionResult result = backend_->run_context_chunk(queue_, 0, q.device_view, k.device_view, v.device_view);
+  Queue host = Queue::host();
+  reference_->prepare(host, metadata);
+  const AttentionResult expected = reference_->run_context_chunk(host, 0, q.host_view, k.host_view, v.host_view);
+  auto out_bytes = download(queue_, result.out);
+  auto lse_bytes = download(queue_, result.lse);
+  const TensorView out = on_host(result.out, out_bytes);
+  const TensorView lse = on_host(result.lse, lse_bytes);
+  EXPECT_TRUE(close_to_reference(out, lse, expected.out, expected.lse, out_tolerance(), lse_tolerance()));
+  // Rows of the sequences without keys: exactly 0 and -inf.
+  for (std::int64_t t : {std::int64_t{0}, std::int64_t{64}, std::int64_t{74}, std::int64_t{203}}) {
+    for (std::int64_t h = 0; h < params_.num_heads; ++h) {
+      EXPECT_EQ(load_as_float(lse.data, DType::float32, lse.offset(h, t)), -INFINITY) << t;
+      EXPECT_EQ(load_as_float(out.data, out.dtype, out.offset(t, h, 5)), 0.0f) << t;
+    }
+  }
+}
+
+TEST_P(CudaFlashTest, Fp8OutputIntoAPoisonedBuffer) {
+  const PrefillMetadata metadata = PrefillMetadata::from_lengths({100, 33}, {100, 33}, true);
+  const std::int64_t nq = metadata.num_q_tokens();
+  const std::int64_t dv = params_.dims.v_head_dim;
+  TestTensor q = tensor(nq, params_.dims.qk_head_dim());
+  TestTensor k = tensor(nq, params_.dims.qk_head_dim());
+  TestTensor v = tensor(nq, dv);
+  // fp8 out with 16 padding bytes per row: NaN (0x7f) everywhere before the call.
+  UsmBuffer out_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads * (dv + 16)));
+  queue_.memset(out_storage.get(), 0x7f, out_storage.bytes());
+  TensorView out = TensorView::contiguous(out_storage.get(), DType::float8_e4m3, {nq, params_.num_heads, dv},
+                                          MemoryKind::device);
+  out.stride = {params_.num_heads * (dv + 16), dv + 16, 1, 0};
+  const float out_scale = 0.05f;
+  ASSERT_TRUE(backend_->supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor));
+  backend_->prepare(queue_, metadata);
+  backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, false, out, out_scale);
+  Queue host = Queue::host();
+  reference_->prepare(host, metadata);
+  const AttentionResult expected = reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, false);
+  auto bytes = download(queue_, out);
+  const TensorView got = on_host(out, bytes);
+  for (std::int64_t t = 0; t < nq; ++t) {
+    for (std::int64_t h = 0; h < params_.num_heads; ++h) {
+      for (std::int64_t d = 0; d < dv; ++d) {
+        const float value = load_as_float(got.data, got.dtype, got.offset(t, h, d)) * out_scale;
+        const float want = load_as_float(expected.out.data, expected.out.dtype, expected.out.offset(t, h, d));
+        ASSERT_FALSE(std::isnan(value)) << t << "," << h << "," << d;
+        ASSERT_NEAR(value, want, 0.1 * std::fabs(want) + 0.5 * out_scale) << t << "," << h << "," << d;
+      }
+      // The padding after the row was not written.
+      EXPECT_EQ(bytes[static_cast<std::size_t>(got.offset(t, h, dv))], 0x7f);
+    }
+  }
+}
+
+TEST_P(CudaFlashTest, RejectsOperandsTheKernelCannotRead) {
+  const PrefillMetadata metadata = PrefillMetadata::from_lengths({20}, {20}, true);
+  backend_->prepare(queue_, metadata);
+  TestTensor q = tensor(20, params_.dims.qk_head_dim(), 8);
+  TestTensor k = tensor(20, params_.dims.qk_head_dim());
+  TestTensor v = tensor(20, params_.dims.v_head_dim);
+  const auto expect_invalid = [&](const TensorView& bad_q, const char* why) {
+    try {
+      backend_->run_new_tokens(queue_, bad_q, k.device_view, v.device_view, true);
+      ADD_FAILURE() << "accepted " << why;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument) << why << ": " << error.what();
+    }
+  };
+  TensorView shifted = q.device_view;  // one element past a 16-byte boundary
+  shifted.data = static_cast<std::uint8_t*>(q.device.get()) + dtype_size(params_.dtype);
+  expect_invalid(shifted, "a misaligned q");
+  TensorView odd_rows = q.device_view;
+  odd_rows.stride[1] = params_.dims.qk_head_dim() + 1;
+  odd_rows.stride[0] = odd_rows.stride[1] * params_.num_heads;
+  expect_invalid(odd_rows, "head strides that are not multiples of 16 bytes");
+  TensorView q_host = q.host_view;
+  expect_invalid(q_host, "q in host memory");
+
+  Queue host = Queue::host();
+  try {
+    backend_->prepare(host, metadata);
+    ADD_FAILURE() << "prepare on a host queue";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::not_supported) << error.what();
+  }
+}
+
+TEST_P(CudaFlashTest, MergeTakesTheVectorAndTheScalarPath) {
+  const std::int64_t n = 83;
+  const std::int64_t h = params_.num_heads;
+  const std::int64_t dv = params_.dims.v_head_dim;
+  for (std::int64_t pad : {std::int64_t{0}, std::int64_t{3}}) {  // 3: rows no longer 16-byte aligned
+    TestTensor prefix = tensor(n, dv, pad);
+    TestTensor suffix = tensor(n, dv, pad);
+    TestTensor prefix_lse = make_tensor(queue_, DType::float32, 1, h, n, 0, rng_, -5.0f, 5.0f);
+    TestTensor suffix_lse = make_tensor(queue_, DType::float32, 1, h, n, 0, rng_, -5.0f, 5.0f);
+    // Empty rows in every combination, +inf as some libraries write them.
+    float* p_lse = reinterpret_cast<float*>(prefix_lse.host.data());
+    float* s_lse = reinterpret_cast<float*>(suffix_lse.host.data());
+    p_lse[0] = -INFINITY;
+    s_lse[1] = -INFINITY;
+    p_lse[2] = INFINITY;
+    s_lse[2] = -INFINITY;
+    p_lse[3] = INFINITY;
+    queue_.memcpy(prefix_lse.device.get(), prefix_lse.host.data(), prefix_lse.host.size());
+    queue_.memcpy(suffix_lse.device.get(), suffix_lse.host.data(), suffix_lse.host.size());
+    const auto lse_view = [&](TestTensor& t, bool device) {
+      return TensorView::contiguous(device ? t.device.get() : t.host.data(), DType::float32, {h, n},
+                                    device ? MemoryKind::device : MemoryKind::host);
+    };
+    TestTensor out = tensor(n, dv, pad);
+    UsmBuffer out_lse = UsmBuffer::device(queue_, static_cast<std::size_t>(h * n) * sizeof(float));
+    MergeArgs args{prefix.device_view, lse_view(prefix_lse, true), suffix.device_view, lse_view(suffix_lse, true),
+                   out.device_view,
+                   TensorView::contiguous(out_lse.get(), DType::float32, {h, n}, MemoryKind::device),
+                   n - 5, std::nullopt};
+    backend_->merge_attn_states(queue_, args);
+
+    std::vector<std::uint8_t> ref_out(out.host.size());
+    std::vector<float> ref_lse(static_cast<std::size_t>(h * n));
+    TensorView ref_out_view = out.host_view;
+    ref_out_view.data = ref_out.data();
+    MergeArgs ref_args{prefix.host_view, lse_view(prefix_lse, false), suffix.host_view, lse_view(suffix_lse, false),
+                       ref_out_view, TensorView::contiguous(ref_lse.data(), DType::float32, {h, n}), n - 5,
+                       std::nullopt};
+    Queue host = Queue::host();
+    reference_->merge_attn_states(host, ref_args);
+    auto out_bytes = download(queue_, out.device_view);
+    auto lse_bytes = download(queue_, args.out_lse);
+    EXPECT_TRUE(close_to_reference(on_host(out.device_view, out_bytes), on_host(args.out_lse, lse_bytes), ref_out_view,
+                                   ref_args.out_lse, out_tolerance(), 1e-5))
+        << "row padding " << pad;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaFlashTest,
+                         ::testing::Values(Case{DType::bfloat16, {128, 64, 128}}, Case{DType::float16, {128, 64, 128}},
+                                           Case{DType::bfloat16, {64, 64, 128}}, Case{DType::float16, {64, 64, 128}},
+                                           Case{DType::bfloat16, {192, 64, 256}}, Case{DType::float16, {192, 64, 256}}),
+                         case_name);
+
+}  // namespace
+}  // namespace mla

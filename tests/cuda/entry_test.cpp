@@ -1,0 +1,94 @@
+// The CUDA_FLASH registry entry as the selector sees it, in every build, and
+// the arch coverage rules behind its device availability.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "arch_coverage.hpp"
+#include "mla/detail/builtin.hpp"
+#include "mla/error.hpp"
+
+namespace mla {
+namespace {
+
+DeviceCapability nvidia(int major, int minor) {
+  DeviceCapability device;
+  device.vendor = Vendor::nvidia;
+  device.major = major;
+  device.minor = minor;
+  device.arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  return device;
+}
+
+TEST(CudaFlashEntry, DescribesItself) {
+  const BackendEntry entry = detail::cuda_flash_backend_entry();
+  const BackendDescription& d = entry.description;
+  EXPECT_EQ(d.name, "CUDA_FLASH");
+  EXPECT_EQ(d.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16}));
+  const std::vector<MlaDims> expected_dims = {{128, 64, 128}, {64, 64, 128}, {192, 64, 256}};
+  EXPECT_EQ(d.dims, expected_dims);
+  EXPECT_TRUE(d.fp8_output);
+  ASSERT_TRUE(d.supports_capability);
+  EXPECT_TRUE(d.supports_capability(nvidia(8, 0)));
+  EXPECT_TRUE(d.supports_capability(nvidia(9, 0)));
+  EXPECT_TRUE(d.supports_capability(nvidia(12, 0)));
+  EXPECT_FALSE(d.supports_capability(nvidia(7, 5)));
+  DeviceCapability amd = nvidia(9, 0);
+  amd.vendor = Vendor::amd;
+  amd.arch = "gfx90a";
+  EXPECT_FALSE(d.supports_capability(amd));
+}
+
+TEST(CudaFlashEntry, ValidationReasonsInContractOrder) {
+  const BackendDescription d = detail::cuda_flash_backend_entry().description;
+  const std::vector<std::string> reasons = validate(d, nvidia(7, 5), {DType::float32, MlaDims{64, 32, 64}});
+  ASSERT_GE(reasons.size(), 3u);
+  EXPECT_EQ(reasons[0], "compute capability 7.5 not supported");
+  EXPECT_EQ(reasons[1], "dtype float32 not supported");
+  EXPECT_NE(reasons.back().find("Model does not have supported MLA dimensions"), std::string::npos);
+#if defined(MLA_WITH_CUDA)
+  EXPECT_TRUE(validate(d, nvidia(9, 0), {DType::bfloat16, deepseek_dims}).empty());
+#else
+  EXPECT_EQ(reasons[2], "required dependencies not available (built without CUDA)");
+  const auto on_hopper = validate(d, nvidia(9, 0), {DType::bfloat16, deepseek_dims});
+  ASSERT_EQ(on_hopper.size(), 1u);
+  EXPECT_EQ(on_hopper[0], "required dependencies not available (built without CUDA)");
+#endif
+}
+
+#if !defined(MLA_WITH_CUDA)
+TEST(CudaFlashEntry, FactoryRefusesWithoutCuda) {
+  const BackendEntry entry = detail::cuda_flash_backend_entry();
+  try {
+    entry.factory(BackendParams{});
+    FAIL() << "expected Error(not_supported)";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::not_supported);
+    EXPECT_NE(std::string(error.what()).find("built without CUDA"), std::string::npos);
+  }
+}
+#endif
+
+TEST(CudaArchCoverage, RealAndVirtualEntries) {
+  using cuda_flash::architectures_cover;
+  EXPECT_TRUE(architectures_cover("80,90", nvidia(8, 0)));
+  EXPECT_TRUE(architectures_cover("80,90", nvidia(8, 6)));    // sm_80 SASS runs on 8.x
+  EXPECT_TRUE(architectures_cover("80;90", nvidia(10, 0)));   // PTX of compute_90 is JIT-compiled
+  EXPECT_FALSE(architectures_cover("80,90", nvidia(7, 5)));
+  EXPECT_FALSE(architectures_cover("80-real,90-real", nvidia(10, 0)));
+  EXPECT_TRUE(architectures_cover("80-real,90-real", nvidia(8, 9)));
+  EXPECT_FALSE(architectures_cover("86-real", nvidia(8, 0)));
+  EXPECT_TRUE(architectures_cover("80-virtual", nvidia(12, 0)));
+  EXPECT_TRUE(architectures_cover("90a-real", nvidia(9, 0)));
+  EXPECT_FALSE(architectures_cover("90a", nvidia(10, 0)));   // arch-specific code fits one arch only
+  EXPECT_TRUE(architectures_cover("all", nvidia(8, 0)));
+  EXPECT_FALSE(architectures_cover("garbage,,", nvidia(8, 0)));
+  DeviceCapability amd = nvidia(9, 0);
+  amd.vendor = Vendor::amd;
+  EXPECT_FALSE(architectures_cover("80,90", amd));
+  EXPECT_EQ(cuda_flash::architectures_gap("80,90", nvidia(7, 5)),
+            "no code in this build for sm_75 (CUDA architectures 80,90)");
+}
+
+}  // namespace
+}  // namespace mla
