@@ -8,11 +8,16 @@ namespace mla {
 
 std::optional<BackendEntry> builtin_mla_prefill_entry(MlaPrefillBackendKind kind) {
   switch (kind) {
-    case MlaPrefillBackendKind::REFERENCE: return detail::reference_backend_entry();
-    case MlaPrefillBackendKind::KOKKOS: return detail::kokkos_backend_entry();
-    case MlaPrefillBackendKind::CUDA_FLASH: return detail::cuda_flash_backend_entry();
-    case MlaPrefillBackendKind::HIP_FLASH: return detail::hip_flash_backend_entry();
-    case MlaPrefillBackendKind::CUSTOM: return std::nullopt;  // filled only by registration
+    case MlaPrefillBackendKind::REFERENCE:
+      return detail::reference_backend_entry();
+    case MlaPrefillBackendKind::KOKKOS:
+      return detail::kokkos_backend_entry();
+    case MlaPrefillBackendKind::CUDA_FLASH:
+      return detail::cuda_flash_backend_entry();
+    case MlaPrefillBackendKind::HIP_FLASH:
+      return detail::hip_flash_backend_entry();
+    case MlaPrefillBackendKind::CUSTOM:
+      return std::nullopt;  // filled only by registration
   }
   return std::nullopt;
 }
@@ -22,11 +27,20 @@ std::optional<BackendEntry> builtin_mla_prefill_entry(MlaPrefillBackendKind kind
 std::optional<BackendEntry> builtin_attention_entry(AttentionBackendKind kind) {
   std::optional<BackendEntry> entry;
   switch (kind) {
-    case AttentionBackendKind::REFERENCE: entry = detail::reference_backend_entry(); break;
-    case AttentionBackendKind::KOKKOS: entry = detail::kokkos_backend_entry(); break;
-    case AttentionBackendKind::CUDA_FLASH: entry = detail::cuda_flash_backend_entry(); break;
-    case AttentionBackendKind::HIP_FLASH: entry = detail::hip_flash_backend_entry(); break;
-    case AttentionBackendKind::CUSTOM: break;
+    case AttentionBackendKind::REFERENCE:
+      entry = detail::reference_backend_entry();
+      break;
+    case AttentionBackendKind::KOKKOS:
+      entry = detail::kokkos_backend_entry();
+      break;
+    case AttentionBackendKind::CUDA_FLASH:
+      entry = detail::cuda_flash_backend_entry();
+      break;
+    case AttentionBackendKind::HIP_FLASH:
+      entry = detail::hip_flash_backend_entry();
+      break;
+    case AttentionBackendKind::CUSTOM:
+      break;
   }
   if (entry) entry->description.requires_equal_qk_v = true;
   return entry;

@@ -30,8 +30,7 @@ constexpr const char* builtin_defaults_name = "built-in defaults (configs/defaul
 
 // A member name; "auto" too when `allow_auto`. Unknown names carry the
 // registry's own message so YAML, environment and API read the same.
-std::string backend_name(const std::string& text, const ConfigOrigin& where, std::string_view what,
-                         bool allow_auto) {
+std::string backend_name(const std::string& text, const ConfigOrigin& where, std::string_view what, bool allow_auto) {
   if (allow_auto && text == "auto") return text;
   try {
     mla_prefill_registry().parse(text);
@@ -88,8 +87,8 @@ PriorityRule parse_rule(const ConfigNode& node) {
         parse_capability(*bound, std::string("'") + key + "'");
   }
   if (rule.min_capability && rule.max_capability && *rule.min_capability > *rule.max_capability) {
-    config_error(node.origin, "min_capability " + capability_text(*rule.min_capability) +
-                                  " is above max_capability " + capability_text(*rule.max_capability));
+    config_error(node.origin, "min_capability " + capability_text(*rule.min_capability) + " is above max_capability " +
+                                  capability_text(*rule.max_capability));
   }
 
   const ConfigNode* backends = node.find("backends");
@@ -153,8 +152,8 @@ void parse_logging(const ConfigNode& node, Config& config) {
 std::string read_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    raise(ErrorCategory::io, "Cannot read configuration file '" + path + "': " +
-                                 (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+    raise(ErrorCategory::io, "Cannot read configuration file '" + path +
+                                 "': " + (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
   }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;

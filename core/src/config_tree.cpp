@@ -16,10 +16,14 @@ const ConfigNode* ConfigNode::find(std::string_view key) const {
 
 std::string_view kind_description(ConfigNode::Kind kind) {
   switch (kind) {
-    case ConfigNode::Kind::null: return "an empty value";
-    case ConfigNode::Kind::scalar: return "a scalar";
-    case ConfigNode::Kind::sequence: return "a sequence";
-    case ConfigNode::Kind::map: return "a map";
+    case ConfigNode::Kind::null:
+      return "an empty value";
+    case ConfigNode::Kind::scalar:
+      return "a scalar";
+    case ConfigNode::Kind::sequence:
+      return "a sequence";
+    case ConfigNode::Kind::map:
+      return "a map";
   }
   return "an unknown node";
 }

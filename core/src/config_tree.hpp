@@ -20,8 +20,8 @@ struct ConfigNode {
 
   Kind kind = Kind::null;
   ConfigOrigin origin;
-  std::string scalar;               // Kind::scalar
-  std::vector<ConfigNode> items;    // Kind::sequence
+  std::string scalar;                 // Kind::scalar
+  std::vector<ConfigNode> items;      // Kind::sequence
   std::vector<ConfigMember> members;  // Kind::map, in the order written
 
   // nullptr when this is not a map or has no such key.

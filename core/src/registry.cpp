@@ -148,8 +148,7 @@ template class BackendRegistry<MlaPrefillBackendKind>;
 template class BackendRegistry<AttentionBackendKind>;
 
 MlaPrefillRegistry& mla_prefill_registry() {
-  static MlaPrefillRegistry registry("MLA prefill backend", "register_mla_prefill_backend",
-                                     builtin_mla_prefill_entry);
+  static MlaPrefillRegistry registry("MLA prefill backend", "register_mla_prefill_backend", builtin_mla_prefill_entry);
   return registry;
 }
 
@@ -200,8 +199,8 @@ void register_named_factory(const std::string& name, BackendEntry entry, Registe
   std::unique_lock lock(factories.mutex);
   auto [slot, inserted] = factories.entries.try_emplace(name);
   if (!inserted && mode == RegisterMode::add) {
-    raise(ErrorCategory::plugin, "A factory named '" + name +
-                                     "' is already registered; register it with RegisterMode::replace to replace it");
+    raise(ErrorCategory::plugin,
+          "A factory named '" + name + "' is already registered; register it with RegisterMode::replace to replace it");
   }
   slot->second = std::move(entry);
 }

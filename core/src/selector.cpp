@@ -85,7 +85,10 @@ Choice effective_choice(const Config& config, const std::optional<std::string>& 
 
 std::string cache_key(const SelectorConfig& request, const DeviceCapability& platform, const Choice& choice) {
   std::string key(vendor_name(platform.vendor));
-  key.append("|").append(platform.capability_string()).append("|").append(platform.capability_known ? platform.arch : "");
+  key.append("|")
+      .append(platform.capability_string())
+      .append("|")
+      .append(platform.capability_known ? platform.arch : "");
   key.append("|").append(dtype_name(request.dtype)).append("|").append(to_string(request.dims));
   if (choice.name) key.append("|").append(choice.origin).append("=").append(*choice.name);
   return key;
@@ -100,8 +103,8 @@ Selection select_default(const Config& config, const DeviceCapability& platform,
   selection.kind = registry.parse(config.default_backend);
   selection.name = config.default_backend;
   selection.entry = registry.resolve(selection.kind);
-  selection.why = "capability of the " + std::string(vendor_name(platform.vendor)) +
-                  " device unknown: configured default_backend";
+  selection.why =
+      "capability of the " + std::string(vendor_name(platform.vendor)) + " device unknown: configured default_backend";
   selection.walk.push_back({selection.name, availability_of(selection.entry.description, platform), {}, -1});
   if (choice.name) {
     log(LogLevel::warn, "Explicit MLA prefill backend " + *choice.name + " (from " + choice.origin +
@@ -171,8 +174,8 @@ Selection select_auto(const SelectorConfig& request, const DeviceCapability& pla
     log(LogLevel::info, "Using " + selection.name + " MLA prefill backend.");
     return selection;
   }
-  std::string message = "No valid MLA prefill backend found with " + to_string(request) + " on " +
-                        platform.describe() + ". Reasons: " + format_walk(selection.walk) + ".";
+  std::string message = "No valid MLA prefill backend found with " + to_string(request) + " on " + platform.describe() +
+                        ". Reasons: " + format_walk(selection.walk) + ".";
   if (rule == nullptr) message += " No priority rule of the configuration matches this platform.";
   raise(ErrorCategory::selection, message);
 }
@@ -195,9 +198,9 @@ Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make
     if (!entry) {
       std::string known;
       for (const std::string& name : named_factory_names()) known += (known.empty() ? "" : ", ") + name;
-      raise(ErrorCategory::config, "Override " + member + ": " + factory +
-                                       " names no registered factory (is its plugin loaded?). Known factories: " +
-                                       known);
+      raise(ErrorCategory::config,
+            "Override " + member + ": " + factory +
+                " names no registered factory (is its plugin loaded?). Known factories: " + known);
     }
     registry.register_backend(kind, *std::move(entry), RegisterMode::replace);
   }
@@ -252,8 +255,8 @@ std::vector<CandidateReport> Selector::report(const SelectorConfig& request, con
       if (error.category() != ErrorCategory::not_found) throw;
       continue;
     }
-    reports.push_back({name, availability_of(entry.description, platform), validate(entry.description, platform, request),
-                       priority_of(rule, name)});
+    reports.push_back({name, availability_of(entry.description, platform),
+                       validate(entry.description, platform, request), priority_of(rule, name)});
   }
   return reports;
 }

@@ -71,9 +71,12 @@ DeviceCapability simulated(Vendor vendor) {
 
 std::string_view vendor_name(Vendor vendor) {
   switch (vendor) {
-    case Vendor::nvidia: return "nvidia";
-    case Vendor::amd: return "amd";
-    case Vendor::host: return "host";
+    case Vendor::nvidia:
+      return "nvidia";
+    case Vendor::amd:
+      return "amd";
+    case Vendor::host:
+      return "host";
   }
   return "unknown";
 }

@@ -71,14 +71,15 @@ TEST(Layering, EmptyDocumentChangesNothing) {
 }
 
 TEST(Layering, BackendRecordsWhereItWasSet) {
-  const Config config = Config::parse_yaml("# choose\nbackend:   KOKKOS\n", "conf/top.yaml", Config::builtin_defaults());
+  const Config config =
+      Config::parse_yaml("# choose\nbackend:   KOKKOS\n", "conf/top.yaml", Config::builtin_defaults());
   EXPECT_EQ(config.backend, "KOKKOS");
   EXPECT_EQ(config.backend_origin.describe(), "conf/top.yaml:2:12");
 }
 
 TEST(Layering, PrioritiesReplaceOverridesMergePluginsAppend) {
-  const Config lower = Config::parse_yaml(
-      "overrides: {KOKKOS: REFERENCE, CUDA_FLASH: MINE}\nplugins: [/opt/a.so]\n", "lower.yaml", Config::builtin_defaults());
+  const Config lower = Config::parse_yaml("overrides: {KOKKOS: REFERENCE, CUDA_FLASH: MINE}\nplugins: [/opt/a.so]\n",
+                                          "lower.yaml", Config::builtin_defaults());
   const Config upper = Config::parse_yaml(
       "priorities:\n  - vendor: host\n    backends: [REFERENCE]\n"
       "overrides: {KOKKOS: OTHER}\nplugins: [/opt/b.so, /opt/a.so]\nlogging: {level: warn}\n",

@@ -92,15 +92,16 @@ TEST(YamlErrors, PriorityRuleContents) {
   expect_config_error("priorities:\n  - vendor: host\n    min_capability: \"8.0\"\n    backends: [KOKKOS]\n",
                       {"bad.yaml:3:21: 'min_capability' does not apply to vendor host"});
   expect_config_error(
-      "priorities:\n  - vendor: amd\n    min_capability: \"9.5\"\n    max_capability: \"9.0\"\n    backends: [KOKKOS]\n",
+      "priorities:\n  - vendor: amd\n    min_capability: \"9.5\"\n    max_capability: \"9.0\"\n    backends: "
+      "[KOKKOS]\n",
       {"bad.yaml:2:5: min_capability 9.5 is above max_capability 9.0"});
 }
 
 TEST(YamlErrors, CapabilityStrings) {
   for (const char* bad : {"8", "eight", "8.10", "100.0", "8.0.1", ".5", "8.", "-8.0", "\"\""}) {
-    expect_config_error(std::string("priorities:\n  - vendor: nvidia\n    min_capability: ") + bad +
-                            "\n    backends: [KOKKOS]\n",
-                        {"bad.yaml:3:21: 'min_capability' must be a capability like \"8.0\""});
+    expect_config_error(
+        std::string("priorities:\n  - vendor: nvidia\n    min_capability: ") + bad + "\n    backends: [KOKKOS]\n",
+        {"bad.yaml:3:21: 'min_capability' must be a capability like \"8.0\""});
   }
   // Quoted or not, "8.0" is the same capability.
   for (const char* good : {"8.0", "\"8.0\"", "'8.0'"}) {

@@ -34,13 +34,13 @@ TEST_P(AmdArchTable, MapsToCapability) {
   EXPECT_EQ(*capability, std::make_pair(c.major, c.minor)) << c.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Contract, AmdArchTable,
-    ::testing::Values(ArchCase{"gfx90a", 9, 0}, ArchCase{"gfx942", 9, 4}, ArchCase{"gfx950", 9, 5},
-                      ArchCase{"gfx1100", 11, 0}, ArchCase{"gfx1200", 12, 0}, ArchCase{"gfx908", 9, 0},
-                      ArchCase{"gfx90c", 9, 0}, ArchCase{"gfx1030", 10, 3}, ArchCase{"gfx1201", 12, 0},
-                      ArchCase{"gfx90a:sramecc+:xnack-", 9, 0}, ArchCase{"gfx942:xnack+", 9, 4},
-                      ArchCase{"gfx81", 8, 1}));
+INSTANTIATE_TEST_SUITE_P(Contract, AmdArchTable,
+                         ::testing::Values(ArchCase{"gfx90a", 9, 0}, ArchCase{"gfx942", 9, 4}, ArchCase{"gfx950", 9, 5},
+                                           ArchCase{"gfx1100", 11, 0}, ArchCase{"gfx1200", 12, 0},
+                                           ArchCase{"gfx908", 9, 0}, ArchCase{"gfx90c", 9, 0},
+                                           ArchCase{"gfx1030", 10, 3}, ArchCase{"gfx1201", 12, 0},
+                                           ArchCase{"gfx90a:sramecc+:xnack-", 9, 0}, ArchCase{"gfx942:xnack+", 9, 4},
+                                           ArchCase{"gfx81", 8, 1}));
 
 TEST(AmdArchCapability, RejectsNamesThatAreNotGfxArchs) {
   for (const char* name : {"", "gfx", "gfx9", "gfx12345", "sm_90", "9.0", "gfxabc", "gfx9a0", "gfx1a00", "gfx90a0x",

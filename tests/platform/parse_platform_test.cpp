@@ -79,9 +79,9 @@ TEST(ParsePlatform, HostAndLenientSpelling) {
 }
 
 TEST(ParsePlatform, BadValuesRaiseConfigErrorsListingTheAcceptedForms) {
-  for (const char* spec : {"", "intel", "intel:1.0", "nvidia:", "nvidia:9", "nvidia:sm_90", "nvidia:9.0.1",
-                           "nvidia:100.0", "nvidia:9.x", "nvidia:gfx90a", "amd:", "amd:9.0", "amd:gfx", "amd:sm_90",
-                           "host:9.0", "cuda:9.0"}) {
+  for (const char* spec :
+       {"", "intel", "intel:1.0", "nvidia:", "nvidia:9", "nvidia:sm_90", "nvidia:9.0.1", "nvidia:100.0", "nvidia:9.x",
+        "nvidia:gfx90a", "amd:", "amd:9.0", "amd:gfx", "amd:sm_90", "host:9.0", "cuda:9.0"}) {
     try {
       parse_platform(spec);
       ADD_FAILURE() << "'" << spec << "' was accepted";

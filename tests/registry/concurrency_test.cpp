@@ -55,8 +55,7 @@ TEST(RegistryConcurrency, RegisterResolveClearFromManyThreads) {
               break;
             }
             case 4:
-              register_named_factory(factory_name, test::make_fake_entry(factory_name),
-                                     RegisterMode::replace);
+              register_named_factory(factory_name, test::make_fake_entry(factory_name), RegisterMode::replace);
               if (find_named_factory(factory_name)->description.name != factory_name) ++torn;
               remove_named_factory(factory_name);
               break;
@@ -94,8 +93,9 @@ TEST(RegistryConcurrency, SelectorsAgreeWhileOverridesChange) {
   // Every platform's list names only these two fakes; KOKKOS is valid, so
   // every selection must say KOKKOS, from the cache or not.
   register_mla_prefill_backend(MlaPrefillBackendKind::KOKKOS, test::make_fake_entry("KOKKOS"));
-  register_mla_prefill_backend(MlaPrefillBackendKind::CUDA_FLASH,
-                               test::make_fake_entry("CUDA_FLASH", test::FakeSpec{}.unavailable_because("built without CUDA")));
+  register_mla_prefill_backend(
+      MlaPrefillBackendKind::CUDA_FLASH,
+      test::make_fake_entry("CUDA_FLASH", test::FakeSpec{}.unavailable_because("built without CUDA")));
   Config config = Config::builtin_defaults();
   Selector selector(config);
   const DeviceCapability platform = parse_platform("nvidia:9.0");

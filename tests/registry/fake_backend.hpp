@@ -48,19 +48,31 @@ struct FakeCounters {
 // everything. Setters chain: FakeSpec{}.unavailable_because("built without CUDA").
 struct FakeSpec {
   std::vector<DType> dtypes{DType::float16, DType::bfloat16};
-  std::vector<MlaDims> dims;                                 // empty: any
+  std::vector<MlaDims> dims;                                // empty: any
   std::function<bool(const DeviceCapability&)> capability;  // empty: any
   std::optional<std::string> unavailable;                   // reason, when not available
   std::optional<std::string> no_device_code;                // device_availability's refusal
 
-  FakeSpec& only_dtypes(std::vector<DType> value) { dtypes = std::move(value); return *this; }
-  FakeSpec& only_dims(std::vector<MlaDims> value) { dims = std::move(value); return *this; }
+  FakeSpec& only_dtypes(std::vector<DType> value) {
+    dtypes = std::move(value);
+    return *this;
+  }
+  FakeSpec& only_dims(std::vector<MlaDims> value) {
+    dims = std::move(value);
+    return *this;
+  }
   FakeSpec& capability_if(std::function<bool(const DeviceCapability&)> value) {
     capability = std::move(value);
     return *this;
   }
-  FakeSpec& unavailable_because(std::string reason) { unavailable = std::move(reason); return *this; }
-  FakeSpec& no_device_code_because(std::string reason) { no_device_code = std::move(reason); return *this; }
+  FakeSpec& unavailable_because(std::string reason) {
+    unavailable = std::move(reason);
+    return *this;
+  }
+  FakeSpec& no_device_code_because(std::string reason) {
+    no_device_code = std::move(reason);
+    return *this;
+  }
 };
 
 inline BackendEntry make_fake_entry(const std::string& name, FakeSpec spec = {},

@@ -66,9 +66,9 @@ TEST_F(RegistryTest, UnknownNamesListTheValidOptions) {
 
 TEST_F(RegistryTest, CustomMustBeRegisteredBeforeUse) {
   EXPECT_FALSE(mla_prefill_registry().is_overridden(MlaPrefillBackendKind::CUSTOM));
-  EXPECT_EQ(error_message([] { mla_prefill_registry().resolve(MlaPrefillBackendKind::CUSTOM); },
-                          ErrorCategory::not_found),
-            "MLA prefill backend CUSTOM must be registered before use. Use register_mla_prefill_backend(...)");
+  EXPECT_EQ(
+      error_message([] { mla_prefill_registry().resolve(MlaPrefillBackendKind::CUSTOM); }, ErrorCategory::not_found),
+      "MLA prefill backend CUSTOM must be registered before use. Use register_mla_prefill_backend(...)");
   EXPECT_EQ(error_message([] { attention_registry().resolve(AttentionBackendKind::CUSTOM); }, ErrorCategory::not_found),
             "Attention backend CUSTOM must be registered before use. Use register_attention_backend(...)");
 }
@@ -114,10 +114,7 @@ TEST_F(RegistryTest, AddModeRefusesAnExistingOverride) {
   auto& registry = mla_prefill_registry();
   registry.register_backend(MlaPrefillBackendKind::CUSTOM, make_fake_entry("FIRST"), RegisterMode::add);
   const std::string message = error_message(
-      [&] {
-        registry.register_backend(MlaPrefillBackendKind::CUSTOM, make_fake_entry("SECOND"),
-                                  RegisterMode::add);
-      },
+      [&] { registry.register_backend(MlaPrefillBackendKind::CUSTOM, make_fake_entry("SECOND"), RegisterMode::add); },
       ErrorCategory::plugin);
   EXPECT_NE(message.find("CUSTOM"), std::string::npos) << message;
   EXPECT_NE(message.find("RegisterMode::replace"), std::string::npos) << message;

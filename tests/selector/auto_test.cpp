@@ -10,8 +10,7 @@ TEST_F(SelectorTest, AutoPicksTheFirstValidBackend) {
   Selector selector(Config::builtin_defaults());
   const Selection selection = selector.select(bf16, hopper);
   EXPECT_EQ(selection.name, "KOKKOS");
-  EXPECT_NE(selection.why.find("first valid in the priority list for nvidia 8.0+"), std::string::npos)
-      << selection.why;
+  EXPECT_NE(selection.why.find("first valid in the priority list for nvidia 8.0+"), std::string::npos) << selection.why;
 
   // The walk: CUDA_FLASH refused, KOKKOS taken, REFERENCE never considered.
   ASSERT_EQ(selection.walk.size(), 2u);
@@ -40,10 +39,10 @@ TEST_F(SelectorTest, PriorityOrderComesFromTheConfiguration) {
       "priorities:\n"
       "  - vendor: nvidia\n"
       "    backends: [%s]\n";
-  for (const auto& [list, expected] : std::vector<std::pair<std::string, std::string>>{
-           {"REFERENCE, KOKKOS, CUDA_FLASH", "REFERENCE"},
-           {"KOKKOS, REFERENCE", "KOKKOS"},
-           {"CUDA_FLASH, REFERENCE", "CUDA_FLASH"}}) {
+  for (const auto& [list, expected] :
+       std::vector<std::pair<std::string, std::string>>{{"REFERENCE, KOKKOS, CUDA_FLASH", "REFERENCE"},
+                                                        {"KOKKOS, REFERENCE", "KOKKOS"},
+                                                        {"CUDA_FLASH, REFERENCE", "CUDA_FLASH"}}) {
     std::string yaml = yaml_template;
     yaml.replace(yaml.find("%s"), 2, list);
     Selector selector(config_from(yaml));
@@ -90,8 +89,7 @@ TEST_F(SelectorTest, NoMatchingRuleIsAnErrorThatSaysSo) {
   Selector selector(config_from("priorities:\n  - vendor: host\n    backends: [REFERENCE]\n"));
   const std::string message = error_message([&] { selector.select(bf16, mi300); }, ErrorCategory::selection);
   EXPECT_NE(message.find("Reasons: {}."), std::string::npos) << message;
-  EXPECT_NE(message.find("No priority rule of the configuration matches this platform"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("No priority rule of the configuration matches this platform"), std::string::npos) << message;
 }
 
 TEST_F(SelectorTest, UnregisteredCustomInAListIsSkippedWithItsReason) {
@@ -122,8 +120,8 @@ TEST_F(SelectorTest, OverridesFromTheConfigurationUseNamedFactories) {
 }
 
 TEST_F(SelectorTest, OverrideNamingNoFactoryFails) {
-  const std::string message =
-      error_message([&] { Selector selector(config_from("overrides: {KOKKOS: NOT_LOADED}\n")); }, ErrorCategory::config);
+  const std::string message = error_message(
+      [&] { Selector selector(config_from("overrides: {KOKKOS: NOT_LOADED}\n")); }, ErrorCategory::config);
   EXPECT_NE(message.find("NOT_LOADED"), std::string::npos) << message;
   EXPECT_NE(message.find("Known factories: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH"), std::string::npos) << message;
 }

@@ -49,7 +49,10 @@ TEST_F(SelectorTest, ExplicitInvalidChoiceFailsWithoutFallback) {
                          .unavailable_because("built without CUDA"));
   Selector selector(Config::builtin_defaults());
   const std::string message = error_message(
-      [&] { selector.select({DType::float32, deepseek_dims}, turing, "CUDA_FLASH"); }, ErrorCategory::selection);
+      [&] {
+        selector.select({DType::float32, deepseek_dims}, turing, "CUDA_FLASH");
+      },
+      ErrorCategory::selection);
   EXPECT_EQ(message,
             "Selected MLA prefill backend CUDA_FLASH is not valid for this configuration. Reason: [compute capability "
             "7.5 not supported, dtype float32 not supported, required dependencies not available (built without CUDA)] "
@@ -75,7 +78,7 @@ TEST_F(SelectorTest, PrecedenceDefaultsYamlEnvironmentApi) {
   const Config yaml = config_from("backend: KOKKOS\n");
 
   EXPECT_EQ(Selector(Config::builtin_defaults()).select(bf16, hopper).name, "CUDA_FLASH");  // defaults: auto
-  EXPECT_EQ(Selector(yaml).select(bf16, hopper).name, "KOKKOS");                           // YAML
+  EXPECT_EQ(Selector(yaml).select(bf16, hopper).name, "KOKKOS");                            // YAML
   {
     ScopedEnv env("MLA_PREFILL_BACKEND", "HIP_FLASH");
     Selector from_env(resolve_config());
@@ -114,8 +117,7 @@ TEST_F(SelectorTest, ReasonsKeepTheContractOrder) {
                      .only_dims({deepseek_dims, MlaDims{64, 64, 128}}));
   Selector selector(Config::builtin_defaults());
   const SelectorConfig glm{DType::float16, MlaDims{192, 64, 256}};
-  const std::string message =
-      error_message([&] { selector.select(glm, hopper, "KOKKOS"); }, ErrorCategory::selection);
+  const std::string message = error_message([&] { selector.select(glm, hopper, "KOKKOS"); }, ErrorCategory::selection);
   const std::vector<std::string> in_order{"compute capability 9.0 not supported", "dtype float16 not supported",
                                           "required dependencies not available (built without Kokkos)",
                                           "Model does not have supported MLA dimensions (got " + to_string(glm.dims) +

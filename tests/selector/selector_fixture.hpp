@@ -88,8 +88,6 @@ class SelectorTest : public ::testing::Test {
 inline bool nvidia_80_plus(const DeviceCapability& device) {
   return device.vendor == Vendor::nvidia && device.as_int() >= 80;
 }
-inline bool amd_cdna(const DeviceCapability& device) {
-  return device.vendor == Vendor::amd && device.major == 9;
-}
+inline bool amd_cdna(const DeviceCapability& device) { return device.vendor == Vendor::amd && device.major == 9; }
 
 }  // namespace mla::test
