@@ -83,6 +83,7 @@ std::string_view vendor_name(Vendor vendor) {
 
 std::string DeviceCapability::capability_string() const {
   if (!capability_known) return "unknown";
+  if (vendor == Vendor::host) return "host";  // the host has no capability number to report
   return std::to_string(major) + "." + std::to_string(minor);
 }
 

@@ -30,7 +30,7 @@ struct DeviceCapability {
 
   // major * 10 + minor, vLLM's to_int(): 90 for 9.0, 100 for 10.0.
   int as_int() const { return major * 10 + minor; }
-  // "9.0"
+  // "9.0"; "unknown" when not known; "host" on the host.
   std::string capability_string() const;
   // "nvidia sm_90 (capability 9.0)", "amd gfx90a (capability 9.0)", "host"
   std::string describe() const;
