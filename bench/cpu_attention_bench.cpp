@@ -2,14 +2,16 @@
 // attention a user would otherwise write, side by side on DeepSeek dims
 // (16 heads, dqk 192, V 128), causal, fp32, random data.
 //
-//   mla-bench-cpu [--quick]            the table (markdown on stdout)
+//   mla-bench-cpu [--quick | --max-tokens N]   the table (markdown on stdout);
+//                                       --quick: 512 and 1024 only, memory at 1024
 //   mla-bench-cpu --memory-child NAME TOKENS   (internal) one run of NAME at
 //                                       TOKENS in a fresh process, for its peak RSS
 //
 // Timing: one warm-up run, then the median of R timed runs (R shrinks with
-// the size). FLOPs as CONTRACT.md §8 counts causal prefill:
+// the size), as wall time and as the calling thread's CPU time. FLOPs as CONTRACT.md §8 counts causal prefill:
 // H * (dqk + dv) * sum_i s_i^2.
 #include <sys/resource.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,16 +109,35 @@ Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<Pr
   };
 }
 
-double median_ms(const Runner& run, int repeats) {
-  run();  // warm-up: first-touch of buffers, Kokkos scratch, BLAS buffers
-  std::vector<double> ms;
+// Wall time and the calling thread's CPU time of one call. Every contender
+// computes on the calling thread (Kokkos Serial, OpenBLAS with one thread),
+// so on a quiet core the two agree; on a shared machine the CPU time leaves
+// out the time slices other processes took.
+struct Timing {
+  double wall_ms = 0.0;
+  double cpu_ms = 0.0;
+};
+
+double thread_cpu_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) * 1e-6;
+}
+
+// One warm-up call, then the medians of `repeats` timed calls.
+Timing median_timing(const Runner& run, int repeats) {
+  run();  // first touch of buffers, Kokkos scratch, BLAS buffers
+  std::vector<double> wall, cpu;
   for (int i = 0; i < repeats; ++i) {
+    const double cpu0 = thread_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     run();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(thread_cpu_ms() - cpu0);
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  std::sort(wall.begin(), wall.end());
+  std::sort(cpu.begin(), cpu.end());
+  return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
 }
 
 std::string lengths_text(const std::vector<int>& lengths) {
@@ -174,15 +195,15 @@ Memory measure_memory(const char* self, const std::string& name, int tokens) {
   return memory;
 }
 
-int run_table(const char* self, bool quick) {
+int run_table(const char* self, bool quick, std::int64_t max_tokens) {
   const char* core = blas_single_thread_core();
   const FmaPeak peak = measure_fma_peak();
   std::printf("## Machine\n\n");
   std::printf("- CPU: %s, %ld online cores (the benchmark uses one)\n", peak.cpu_model.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("- Kokkos default host execution space runs the KOKKOS backend; OpenBLAS kernel: %s, 1 thread\n\n", core);
   std::printf("## One core's FP32 FMA peak (measured)\n\n");
-  std::printf("A loop of 24 independent %s FMA chains of %d lanes: %.1f GFLOP/s.\n", peak.isa.c_str(), peak.lanes,
-              peak.gflops);
+  std::printf("A loop of 12 independent %s FMA chains of %d lanes: %.1f GFLOP/s (thread CPU time).\n",
+              peak.isa.c_str(), peak.lanes, peak.gflops);
   if (peak.cpuinfo_mhz > 0) {
     const double per_cycle = peak.gflops * 1e3 / peak.cpuinfo_mhz;
     std::printf("At the %.0f MHz of /proc/cpuinfo that is %.1f flops/cycle = 2 flops x %d lanes x %.2f FMA "
@@ -195,49 +216,56 @@ int run_table(const char* self, bool quick) {
   std::vector<Case> cases = {{"causal 512", {512}},   {"causal 1024", {1024}}, {"causal 2048", {2048}},
                              {"causal 4096", {4096}}, {"causal 8192", {8192}}, {"varlen 4 seqs", {1536, 3072, 2560, 1024}}};
   if (quick) cases.resize(2);
+  std::erase_if(cases, [&](const Case& c) {
+    return std::accumulate(c.lengths.begin(), c.lengths.end(), std::int64_t{0}) > max_tokens;
+  });
   std::printf("## Causal prefill, fp32, H=16, dqk=192, dv=128 (median ms; GFLOP/s per CONTRACT.md §8)\n\n");
-  std::printf("| case | tokens | KOKKOS ms | KOKKOS GFLOP/s | %% of peak | REFERENCE ms | REFERENCE GFLOP/s | "
-              "BLAS ms | BLAS GFLOP/s | KOKKOS / BLAS | max abs diff |\n");
+  std::printf("Wall: median wall-clock ms. CPU: median CPU ms of the calling thread; GFLOP/s, %% of peak and the "
+              "ratio use CPU time.\n\n");
+  std::printf("| case | tokens | KOKKOS wall / CPU ms | KOKKOS GFLOP/s | %% of peak | REFERENCE CPU ms | REFERENCE GFLOP/s | "
+              "BLAS wall / CPU ms | BLAS GFLOP/s | KOKKOS / BLAS | max abs diff |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     Problem problem(c.lengths);
     const double flops = causal_flops(c.lengths);
     const int repeats = problem.tokens >= 8192 ? 2 : problem.tokens >= 4096 ? 3 : 5;
     std::unique_ptr<PrefillBackend> kokkos_backend, reference_backend, unused;
-    const double kokkos_ms = median_ms(make_runner("KOKKOS", problem, kokkos_backend), repeats);
+    const Timing kokkos = median_timing(make_runner("KOKKOS", problem, kokkos_backend), repeats);
     const std::vector<float> kokkos_out = problem.out;
     std::string reference_ms = "-", reference_rate = "-";
     if (problem.tokens <= 1024 && c.lengths.size() == 1) {
-      const double ms = median_ms(make_runner("REFERENCE", problem, reference_backend), 1);
-      reference_ms = std::to_string(static_cast<long>(std::lround(ms)));
+      const Timing reference = median_timing(make_runner("REFERENCE", problem, reference_backend), 1);
       char text[32];
-      std::snprintf(text, sizeof text, "%.2f", flops / ms / 1e6);
+      std::snprintf(text, sizeof text, "%.0f", reference.cpu_ms);
+      reference_ms = text;
+      std::snprintf(text, sizeof text, "%.2f", flops / reference.cpu_ms / 1e6);
       reference_rate = text;
     }
     problem.out.assign(problem.out.size(), std::nanf(""));
-    const double blas_ms = median_ms(make_runner("BLAS", problem, unused), repeats);
+    const Timing blas = median_timing(make_runner("BLAS", problem, unused), repeats);
     double max_diff = 0.0;
     for (std::size_t i = 0; i < kokkos_out.size(); ++i) {
       const double diff = std::fabs(static_cast<double>(kokkos_out[i]) - problem.out[i]);
       max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
     }
-    const double kokkos_rate = flops / kokkos_ms / 1e6;
-    const double blas_rate = flops / blas_ms / 1e6;
-    std::printf("| %s (%s) | %lld | %.1f | %.1f | %.0f%% | %s | %s | %.1f | %.1f | %.2fx | %.1e |\n", c.name.c_str(),
-                lengths_text(c.lengths).c_str(), static_cast<long long>(problem.tokens), kokkos_ms, kokkos_rate,
-                100.0 * kokkos_rate / peak.gflops, reference_ms.c_str(), reference_rate.c_str(), blas_ms, blas_rate,
-                kokkos_rate / blas_rate, max_diff);
+    const double kokkos_rate = flops / kokkos.cpu_ms / 1e6;
+    const double blas_rate = flops / blas.cpu_ms / 1e6;
+    std::printf("| %s (%s) | %lld | %.1f / %.1f | %.1f | %.0f%% | %s | %s | %.1f / %.1f | %.1f | %.2fx | %.1e |\n",
+                c.name.c_str(), lengths_text(c.lengths).c_str(), static_cast<long long>(problem.tokens), kokkos.wall_ms,
+                kokkos.cpu_ms, kokkos_rate, 100.0 * kokkos_rate / peak.gflops, reference_ms.c_str(),
+                reference_rate.c_str(), blas.wall_ms, blas.cpu_ms, blas_rate, kokkos_rate / blas_rate, max_diff);
     std::fflush(stdout);
   }
 
-  const int memory_tokens = quick ? 1024 : 8192;
+  const int memory_tokens = static_cast<int>(std::min<std::int64_t>(quick ? 1024 : 8192, max_tokens));
   std::printf("\n## Memory at %d tokens (one process per contender)\n\n", memory_tokens);
   std::printf("| contender | RSS with inputs and output (MiB) | peak RSS during the call (MiB) | added by the call (MiB) |\n");
   std::printf("|---|---|---|---|\n");
   for (const char* name : {"KOKKOS", "BLAS"}) {
     const Memory memory = measure_memory(self, name, memory_tokens);
-    std::printf("| %s | %.1f | %.1f | %.1f |\n", name, memory.before_kib / 1024.0, memory.peak_kib / 1024.0,
-                (memory.peak_kib - memory.before_kib) / 1024.0);
+    const auto mib = [](long kib) { return static_cast<double>(kib) / 1024.0; };
+    std::printf("| %s | %.1f | %.1f | %.1f |\n", name, mib(memory.before_kib), mib(memory.peak_kib),
+                mib(memory.peak_kib - memory.before_kib));
   }
   return 0;
 }
@@ -250,12 +278,20 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::string(argv[1]) == "--memory-child") {
       return mla::bench::memory_child(argv[2], std::atoi(argv[3]));
     }
-    const bool quick = argc == 2 && std::string(argv[1]) == "--quick";
-    if (argc > 1 && !quick) {
-      std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
-      return 2;
+    bool quick = false;
+    std::int64_t max_tokens = 8192;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--quick") {
+        quick = true;
+      } else if (arg == "--max-tokens" && i + 1 < argc) {
+        max_tokens = std::atoll(argv[++i]);
+      } else {
+        std::fprintf(stderr, "usage: %s [--quick] [--max-tokens N]\n", argv[0]);
+        return 2;
+      }
     }
-    return mla::bench::run_table("/proc/self/exe", quick);
+    return mla::bench::run_table("/proc/self/exe", quick, max_tokens);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mla-bench-cpu: %s\n", e.what());
     return 1;

@@ -3,7 +3,8 @@
 // whatever flags the rest of the benchmark was built with.
 #include "fma_peak.hpp"
 
-#include <chrono>
+#include <time.h>
+
 #include <cstddef>
 #include <fstream>
 #include <string>
@@ -83,19 +84,24 @@ FmaPeak measure_fma_peak(double seconds) {
 #endif
   // Calibrate the iteration count to the requested time, then keep the best.
   long iterations = 1000;
-  using clock = std::chrono::steady_clock;
+  // Thread CPU time, so time slices taken by other processes do not count.
+  const auto cpu_seconds = [] {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+  };
   volatile float sink = 0.0f;
   for (;;) {
-    const auto t0 = clock::now();
+    const double t0 = cpu_seconds();
     sink = sink + loop(iterations, 0.99999f, 0.001f);
-    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    const double elapsed = cpu_seconds() - t0;
     if (elapsed > seconds / 4) break;
     iterations *= 4;
   }
   for (int run = 0; run < 3; ++run) {
-    const auto t0 = clock::now();
+    const double t0 = cpu_seconds();
     sink = sink + loop(iterations, 0.99999f, 0.001f);
-    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    const double elapsed = cpu_seconds() - t0;
     const double flops = 2.0 * kChains * peak.lanes * static_cast<double>(iterations);
     if (flops / elapsed / 1e9 > peak.gflops) peak.gflops = flops / elapsed / 1e9;
   }

@@ -14,7 +14,7 @@ struct FmaPeak {
 };
 
 // Runs independent FMA chains (enough to cover latency x pipes) for about
-// `seconds` and reports the best of three runs.
+// `seconds` of thread CPU time and reports the best of three runs.
 FmaPeak measure_fma_peak(double seconds = 0.3);
 
 }  // namespace mla::bench

@@ -126,6 +126,12 @@ KOKKOS_INLINE_FUNCTION float exp2_nonpositive(float input) {
 // depth loop; the innermost loop is a unit-stride multiply-add across kCols of
 // B's row with A's element broadcast, so no horizontal reduction is needed and
 // the compiler vectorises it without -ffast-math.
+//
+// Checked with objdump on g++ 12 -O3 -march=native (AVX-512, 6 x 32 block):
+// per depth step the loop body is 2 vmovups of B into registers, 6
+// vbroadcastss of A and 12 vfmadd231ps zmm into accumulators that stay in
+// registers for the whole depth loop (stored once after it). Without -march
+// the same source becomes SSE2 mulps + addps on xmm registers.
 template <int kRows, int kCols>
 KOKKOS_INLINE_FUNCTION void micro_gemm(const float* KOKKOS_RESTRICT a, int a_row, int a_depth,
                                        const float* KOKKOS_RESTRICT b, int ldb, int depth,

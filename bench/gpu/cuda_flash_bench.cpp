@@ -70,14 +70,13 @@ class RandomPool {
   UsmBuffer buffer_;
 };
 
-std::vector<int> varlen_lengths(int total, std::mt19937& rng) {
-  std::uniform_int_distribution<int> length(std::max(1, total / 16), std::max(1, total / 4));
-  std::vector<int> lengths;
-  for (int left = total; left > 0;) {
-    const int s = std::min(left, length(rng));
-    lengths.push_back(s);
-    left -= s;
-  }
+// Seven sequences of odd lengths summing to `total`; sdpa_peer.py uses the same rule.
+std::vector<int> varlen_lengths(int total) {
+  const int unit = total / 16;
+  std::vector<int> lengths = {4 * unit + 1, 2 * unit - 1, unit + 3, 3 * unit - 3, 2 * unit + 5, unit - 5, 3 * unit};
+  int sum = 0;
+  for (int s : lengths) sum += s;
+  lengths.back() += total - sum;
   return lengths;
 }
 
@@ -205,11 +204,10 @@ int run(const Options& options) {
 
   std::printf("| impl | shape | heads | batch | seqlens | tokens | median ms | TFLOP/s |\n");
   std::printf("|---|---|---:|---|---|---:|---:|---:|\n");
-  std::mt19937 rng(99);
   for (int h : heads) {
     for (int s : seqlens) {
       attention_row(queue, pool, h, {s}, "one sequence", options);
-      attention_row(queue, pool, h, varlen_lengths(s, rng), "varlen", options);
+      attention_row(queue, pool, h, varlen_lengths(s), "varlen", options);
     }
   }
   std::printf("\n| impl | shape | heads | tokens | median ms | GB/s | D2D copy ms | copy GB/s | merge / copy speed |\n");
