@@ -79,6 +79,7 @@ void CudaFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
   require_queue(queue, "prepare", false);
   PrefillBackend::prepare(queue, metadata);
   device_metadata_.upload(queue, metadata, gpu_schedule::TileShape{tile_.block_rows, tile_.block_cols});
+  prepared_queue_ = queue;
 }
 
 AttentionResult CudaFlashBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
@@ -116,7 +117,8 @@ void CudaFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
 
 void CudaFlashBackend::launch(Queue& queue, const gpu_schedule::DevicePhase& phase, const TensorView& q,
                               const TensorView& k, const TensorView& v, const AttentionResult& result,
-                              std::optional<float> out_scale) const {
+                              std::optional<float> out_scale) {
+  if (prepared_queue_ && prepared_queue_->impl() != queue.impl()) prepared_queue_->wait();
   FlashParams p;
   p.q = q.data;
   p.k = k.data;

@@ -32,10 +32,13 @@ class CudaFlashBackend final : public PrefillBackend {
   // for runs also Error(invalid_argument) unless it is on prepare()'s device.
   void require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
   void launch(Queue& queue, const gpu_schedule::DevicePhase& phase, const TensorView& q, const TensorView& k,
-              const TensorView& v, const AttentionResult& result, std::optional<float> out_scale) const;
+              const TensorView& v, const AttentionResult& result, std::optional<float> out_scale);
 
   FlashTileConfig tile_;
   gpu_schedule::DeviceMetadata device_metadata_;
+  // The queue prepare() uploaded on: a run on another queue of the same
+  // device first waits for that upload, which no stream order covers.
+  std::optional<Queue> prepared_queue_;
 };
 
 }  // namespace mla::cuda_flash
