@@ -229,8 +229,7 @@ int run_bench(const BenchOptions& options) {
   // The oracle: the library's own REFERENCE (not a configured override) on the same inputs.
   const bool is_reference = selection.kind == MlaPrefillBackendKind::REFERENCE && selection.name == "REFERENCE" &&
                             backend->name() == "REFERENCE";
-  PhaseResult reference_new = new_tokens.result;
-  PhaseResult reference_step = step.result;
+  PhaseResult reference_new, reference_step;  // left empty when the backend is REFERENCE
   if (!is_reference) {
     progress.report("running REFERENCE for the error check");
     Queue host = Queue::host();
