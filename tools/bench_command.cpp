@@ -192,11 +192,7 @@ double max_lse_error(const std::vector<float>& lse, const std::vector<float>& re
   return worst;
 }
 
-std::string lengths_text(const std::vector<int>& lengths) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < lengths.size(); ++i) text += (i ? ", " : "") + std::to_string(lengths[i]);
-  return text + "]";
-}
+std::string lengths_text(const std::vector<int>& lengths) { return fmt::format("[{}]", fmt::join(lengths, ", ")); }
 
 int run_bench(const BenchOptions& options) {
   if (options.repeats < 1) {

@@ -1,5 +1,7 @@
 // mla-prefill merge: joins two partial attention states (output and LSE) with
 // the selected backend's merge_attn_states (CONTRACT.md §3).
+#include <fmt/format.h>
+
 #include <iostream>
 
 #include "command.hpp"
@@ -17,11 +19,7 @@ struct MergeOptions {
 // Every state must describe the same [N, H, V] outputs and [H, N] LSEs.
 void check_states(const HostTensor& prefix_out, const HostTensor& prefix_lse, const HostTensor& suffix_out,
                   const HostTensor& suffix_lse) {
-  const auto shape_text = [](const HostTensor& t) {
-    std::string text = "[";
-    for (std::size_t i = 0; i < t.shape.size(); ++i) text += (i ? ", " : "") + std::to_string(t.shape[i]);
-    return text + "]";
-  };
+  const auto shape_text = [](const HostTensor& t) { return fmt::format("[{}]", fmt::join(t.shape, ", ")); };
   if (prefix_out.shape != suffix_out.shape) {
     raise(ErrorCategory::invalid_argument, "--prefix-out is " + shape_text(prefix_out) + " but --suffix-out is " +
                                                shape_text(suffix_out) + "; both are [tokens, heads, V]");
