@@ -65,7 +65,11 @@ MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
 }
 
 // The instantiations. Four waves share each K/V tile. 256/256 halves the key
-// tile: its K and V^T tiles of 64 keys would need 66.5 KiB of LDS.
+// tile: its K and V^T tiles of 64 keys would need 66.5 KiB of LDS. Every row
+// takes more than half of a CU's 64 KiB LDS, so one workgroup (one wave per
+// SIMD) runs per CU and the kernels may use the whole register file; smaller
+// key tiles would allow two, at twice the barriers per key. Which is faster
+// has not been measured: no AMD GPU was available when this was written.
 inline constexpr FlashTileConfig flash_tile_configs[] = {
     {192, 128, 4, 64},
     {128, 128, 4, 64},
