@@ -206,10 +206,11 @@ int run_table(const char* self, bool quick, std::int64_t max_tokens) {
               peak.isa.c_str(), peak.lanes, peak.gflops);
   if (peak.cpuinfo_mhz > 0) {
     const double per_cycle = peak.gflops * 1e3 / peak.cpuinfo_mhz;
-    std::printf("At the %.0f MHz of /proc/cpuinfo that is %.1f flops/cycle = 2 flops x %d lanes x %.2f FMA "
-                "instructions per cycle (2 FMA pipes give 2.00; above 2 means the core ran faster than the "
-                "listed clock).\n",
-                peak.cpuinfo_mhz, per_cycle, peak.lanes, per_cycle / (2.0 * peak.lanes));
+    std::printf("At the %.0f MHz that /proc/cpuinfo lists, that is %.1f flops/cycle = 2 flops x %d lanes x %.2f FMA "
+                "instructions per cycle. A core with 2 FMA pipes (Zen 4/5, Skylake-SP and later) retires at most 2, "
+                "so this one ran at about %.2f GHz (2 x %d x 2 x f = %.1f GFLOP/s).\n",
+                peak.cpuinfo_mhz, per_cycle, peak.lanes, per_cycle / (2.0 * peak.lanes),
+                peak.gflops / (2.0 * peak.lanes * 2.0), peak.lanes, peak.gflops);
   }
   std::printf("\n");
 
