@@ -39,6 +39,13 @@ if(NOT CMAKE_HIP_COMPILER AND "$ENV{HIPCXX}" STREQUAL "")
   endif()
   set(CMAKE_HIP_COMPILER "${MLA_HIP_CLANG}" CACHE FILEPATH "HIP compiler")
 endif()
+# The compiler the probes below run: CMake's choice, or the one HIPCXX names.
+if(CMAKE_HIP_COMPILER)
+  set(mla_hip_compiler "${CMAKE_HIP_COMPILER}")
+else()
+  separate_arguments(mla_hipcxx NATIVE_COMMAND "$ENV{HIPCXX}")
+  list(GET mla_hipcxx 0 mla_hip_compiler)
+endif()
 
 # --- the HIP runtime's CMake package and the ROCm root CMake expects ----------
 set(mla_hip_lang_suffixes lib/cmake/hip-lang)
@@ -101,7 +108,7 @@ set(CMAKE_HIP_FLAGS "${mla_joined} ${CMAKE_HIP_FLAGS}")
 # hip-lang-config.cmake globs clang runtime folders of every installed LLVM and
 # may take another version's builtins; ask the compiler for its own.
 if(NOT CLANGRT_BUILTINS)
-  execute_process(COMMAND "${CMAKE_HIP_COMPILER}" --rtlib=compiler-rt -print-libgcc-file-name
+  execute_process(COMMAND "${mla_hip_compiler}" --rtlib=compiler-rt -print-libgcc-file-name
     OUTPUT_VARIABLE mla_builtins OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE mla_rc)
   if(mla_rc EQUAL 0 AND EXISTS "${mla_builtins}")
     set(CLANGRT_BUILTINS "${mla_builtins}" CACHE FILEPATH "compiler-rt builtins of the HIP compiler")
@@ -111,7 +118,7 @@ endif()
 # --- which gfx targets the compiler accepts -----------------------------------
 # Probed once per (compiler, candidate list); the answer is cached so that a
 # re-configure neither repeats the compiles nor mistakes it for a user's choice.
-set(mla_probe_key "${CMAKE_HIP_COMPILER}|${MLA_HIP_CANDIDATE_ARCHITECTURES}")
+set(mla_probe_key "${mla_hip_compiler}|${MLA_HIP_CANDIDATE_ARCHITECTURES}")
 if(NOT MLA_HIP_PROBE_KEY STREQUAL mla_probe_key)
   set(mla_probe_source "${CMAKE_BINARY_DIR}/CMakeFiles/mla_hip_arch_probe.hip")
   file(WRITE "${mla_probe_source}"
@@ -120,7 +127,7 @@ if(NOT MLA_HIP_PROBE_KEY STREQUAL mla_probe_key)
   set(mla_rejected "")
   foreach(arch IN LISTS MLA_HIP_CANDIDATE_ARCHITECTURES)
     execute_process(
-      COMMAND "${CMAKE_HIP_COMPILER}" -x hip ${mla_hip_toolchain_flags} --offload-arch=${arch}
+      COMMAND "${mla_hip_compiler}" -x hip ${mla_hip_toolchain_flags} --offload-arch=${arch}
               --offload-device-only -c "${mla_probe_source}" -o "${mla_probe_source}.${arch}.o"
       RESULT_VARIABLE mla_rc OUTPUT_QUIET ERROR_VARIABLE mla_error)
     if(mla_rc EQUAL 0)
@@ -140,12 +147,12 @@ endif()
 list(JOIN MLA_HIP_PROBE_REJECTED "; " mla_rejected_text)
 if(NOT DEFINED CMAKE_HIP_ARCHITECTURES)
   if(NOT MLA_HIP_PROBE_ACCEPTED)
-    message(FATAL_ERROR "MLA_WITH_HIP: ${CMAKE_HIP_COMPILER} accepts none of ${MLA_HIP_CANDIDATE_ARCHITECTURES}: "
+    message(FATAL_ERROR "MLA_WITH_HIP: ${mla_hip_compiler} accepts none of ${MLA_HIP_CANDIDATE_ARCHITECTURES}: "
                         "${mla_rejected_text}")
   endif()
   set(CMAKE_HIP_ARCHITECTURES "${MLA_HIP_PROBE_ACCEPTED}" CACHE STRING "gfx targets of the HIP build")
 endif()
-message(STATUS "HIP targets accepted by ${CMAKE_HIP_COMPILER}: ${MLA_HIP_PROBE_ACCEPTED}")
+message(STATUS "HIP targets accepted by ${mla_hip_compiler}: ${MLA_HIP_PROBE_ACCEPTED}")
 if(MLA_HIP_PROBE_REJECTED)
   message(STATUS "HIP targets rejected by the compiler: ${mla_rejected_text}")
 endif()

@@ -40,7 +40,7 @@ MLA_HOST_DEVICE constexpr int operand_k(int lane, int e) { return 4 * (lane / ti
 MLA_HOST_DEVICE constexpr int acc_col(int lane) { return lane % tile; }
 MLA_HOST_DEVICE constexpr int acc_row(int lane, int r) { return 8 * (r / 4) + 4 * (lane / tile) + r % 4; }
 
-// The k of value e in the gfx908 half-width product `half` (0: e = 0..1, 1: e = 2..3).
+// gfx908's v_mfma_f32_32x32x4bf16 (k = 0..3): the k of a lane's value e = 0..1.
 MLA_HOST_DEVICE constexpr int narrow_operand_k(int lane, int e) { return 2 * (lane / tile) + e; }
 
 // Accumulator register holding value e of the B operand for k-step `step`
