@@ -4,11 +4,13 @@
 // macros in mfma.hpp), and here a host predicate knows which targets were
 // compiled in (MLA_HIP_COMPILED_ARCHS, from CMake), so a device without a code
 // object is refused with a reason instead of failing at its first launch.
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "flash_config.hpp"
 #include "mla/detail/builtin.hpp"
 #include "mla/error.hpp"
 
@@ -18,6 +20,21 @@
 
 namespace mla::detail {
 namespace {
+
+// The model dims each compiled (qk head dim, v head dim) pair serves.
+constexpr MlaDims hip_flash_dims[] = {
+    {128, 64, 128},  // DeepSeek-V2/V3/R1: 192 / 128
+    {64, 64, 128},   // Mistral-Small-4: 128 / 128
+    {192, 64, 256},  // GLM-5: 256 / 256
+};
+
+constexpr bool every_dims_has_a_kernel() {
+  for (const MlaDims& dims : hip_flash_dims) {
+    if (hip_flash::find_flash_tile_config(dims.qk_head_dim(), dims.v_head_dim) == nullptr) return false;
+  }
+  return true;
+}
+static_assert(every_dims_has_a_kernel(), "every listed MLA dims needs a tile configuration");
 
 // CDNA1/2 (gfx908, gfx90a: 9.0), CDNA3 (gfx942: 9.4), CDNA4 (gfx950: 9.5):
 // the MFMA, wave64 GPUs the kernels are written for.
@@ -59,7 +76,7 @@ BackendEntry hip_flash_backend_entry() {
   BackendDescription description;
   description.name = "HIP_FLASH";
   description.dtypes = {DType::float16, DType::bfloat16};
-  description.dims = {MlaDims{128, 64, 128}, MlaDims{64, 64, 128}, MlaDims{192, 64, 256}};
+  description.dims.assign(std::begin(hip_flash_dims), std::end(hip_flash_dims));
   description.supports_capability = is_cdna_capability;
   description.fp8_output = true;
 #if MLA_WITH_HIP
