@@ -20,9 +20,8 @@ const FlashTileConfig& tile_for(const BackendParams& params) {
   }
   const FlashTileConfig* tile = find_flash_tile_config(qk, v);
   if (tile == nullptr || !has_flash_kernel(params.dtype, qk, v)) {
-    raise(ErrorCategory::not_supported, "CUDA_FLASH has no kernel for " + to_string(params.dims) +
-                                            " (qk head dim " + std::to_string(qk) + ", v head dim " +
-                                            std::to_string(v) + ")");
+    raise(ErrorCategory::not_supported, "CUDA_FLASH has no kernel for " + to_string(params.dims) + " (qk head dim " +
+                                            std::to_string(qk) + ", v head dim " + std::to_string(v) + ")");
   }
   return *tile;
 }
@@ -33,7 +32,9 @@ const FlashTileConfig& tile_for(const BackendParams& params) {
 void check_kernel_layout(const TensorView& view, const char* what) {
   if (view.numel() == 0) return;
   const std::size_t element = dtype_size(view.dtype);
-  const auto misaligned = [&](std::int64_t elements) { return (elements * static_cast<std::int64_t>(element)) % 16 != 0; };
+  const auto misaligned = [&](std::int64_t elements) {
+    return (elements * static_cast<std::int64_t>(element)) % 16 != 0;
+  };
   if (view.stride[2] != 1) {
     raise(ErrorCategory::invalid_argument,
           std::string(what) + " must be contiguous in its last dim for CUDA_FLASH; got " + view.describe());
@@ -52,26 +53,22 @@ void check_kernel_layout(const TensorView& view, const char* what) {
 
 CudaFlashBackend::CudaFlashBackend(const BackendParams& params) : PrefillBackend(params), tile_(tile_for(params)) {}
 
-bool CudaFlashBackend::supports_quant_output(QuantKey key) const {
-  return key == QuantKey::fp8_e4m3_static_per_tensor;
-}
+bool CudaFlashBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
 
 void CudaFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
   if (queue.backend() != DeviceBackend::cuda) {
-    raise(ErrorCategory::not_supported, std::string("CUDA_FLASH ") + call + " needs a CUDA queue; got the " +
-                                            queue.describe());
+    raise(ErrorCategory::not_supported,
+          std::string("CUDA_FLASH ") + call + " needs a CUDA queue; got the " + queue.describe());
   }
   const DeviceCapability& device = queue.capability();
   if (device.major < 8) {
-    raise(ErrorCategory::not_supported, "CUDA_FLASH needs compute capability 8.0 or newer; the queue's device is " +
-                                            device.describe());
+    raise(ErrorCategory::not_supported,
+          "CUDA_FLASH needs compute capability 8.0 or newer; the queue's device is " + device.describe());
   }
-  if (check_prepared_device && device_metadata_.uploaded() &&
-      device_metadata_.device_index() != queue.device_index()) {
-    raise(ErrorCategory::invalid_argument, std::string("CUDA_FLASH ") + call + " on device " +
-                                               std::to_string(queue.device_index()) +
-                                               " but prepare() uploaded the metadata to device " +
-                                               std::to_string(device_metadata_.device_index()));
+  if (check_prepared_device && device_metadata_.uploaded() && device_metadata_.device_index() != queue.device_index()) {
+    raise(ErrorCategory::invalid_argument,
+          std::string("CUDA_FLASH ") + call + " on device " + std::to_string(queue.device_index()) +
+              " but prepare() uploaded the metadata to device " + std::to_string(device_metadata_.device_index()));
   }
 }
 

@@ -27,8 +27,8 @@ inline constexpr int fragment_register_budget = 168;
 struct FlashTileConfig {
   int head_dim_qk;
   int head_dim_v;
-  int block_rows;       // query rows per thread block (Br)
-  int block_cols;       // keys per iteration (Bc)
+  int block_rows;  // query rows per thread block (Br)
+  int block_cols;  // keys per iteration (Bc)
   int warps;
   bool q_in_registers;  // Q lives as mma A fragments for the whole block
 
@@ -47,9 +47,7 @@ struct FlashTileConfig {
   MLA_HOST_DEVICE constexpr std::size_t stage_bytes() const { return k_tile_bytes() + v_tile_bytes(); }
   // Layout: [stage 0][stage 1][Q]. When Q moves to registers before stage 1 is
   // first filled, Q borrows stage 1's space (and whatever follows it).
-  MLA_HOST_DEVICE constexpr std::size_t q_offset() const {
-    return q_in_registers ? stage_bytes() : 2 * stage_bytes();
-  }
+  MLA_HOST_DEVICE constexpr std::size_t q_offset() const { return q_in_registers ? stage_bytes() : 2 * stage_bytes(); }
   MLA_HOST_DEVICE constexpr std::size_t shared_bytes() const {
     const std::size_t tail = q_in_registers ? (q_tile_bytes() > stage_bytes() ? q_tile_bytes() : stage_bytes())
                                             : stage_bytes() + q_tile_bytes();
@@ -84,14 +82,17 @@ MLA_HOST_DEVICE constexpr bool loads_evenly(int rows, int dim, int threads) {
 }
 
 MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
-  return c.block_rows == c.warps * rows_per_warp &&  // one 16-row mma tile per warp
-         c.block_cols % 16 == 0 &&                   // P feeds the PV mma in k-steps of 16 keys
-         c.head_dim_qk % 64 == 0 &&                  // rows of 8+ chunks: the XOR swizzle permutes 8 chunks
-         c.head_dim_v % 64 == 0 &&
-         loads_evenly(c.block_rows, c.head_dim_qk, c.threads()) &&
-         loads_evenly(c.block_cols, c.head_dim_qk, c.threads()) &&
-         loads_evenly(c.block_cols, c.head_dim_v, c.threads()) &&
-         c.shared_bytes() <= portable_shared_bytes && c.fragment_registers() <= fragment_register_budget;
+  // One 16-row mma tile per warp.
+  const bool warp_rows = c.block_rows == c.warps * rows_per_warp;
+  // P feeds the P V mma in k-steps of 16 keys.
+  const bool key_steps = c.block_cols % 16 == 0;
+  // Rows of whole groups of 8 chunks: the XOR swizzle permutes within a group.
+  const bool swizzle = c.head_dim_qk % 64 == 0 && c.head_dim_v % 64 == 0;
+  const bool loads = loads_evenly(c.block_rows, c.head_dim_qk, c.threads()) &&
+                     loads_evenly(c.block_cols, c.head_dim_qk, c.threads()) &&
+                     loads_evenly(c.block_cols, c.head_dim_v, c.threads());
+  const bool fits = c.shared_bytes() <= portable_shared_bytes && c.fragment_registers() <= fragment_register_budget;
+  return warp_rows && key_steps && swizzle && loads && fits;
 }
 
 // The instantiations. 192/128 (DeepSeek) and 128/128 keep Q in registers with

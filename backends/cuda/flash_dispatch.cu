@@ -23,9 +23,12 @@ void launch_causal_or_not(const FlashParams& params, bool causal, gpu::Stream st
 template <class T>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, bool causal, gpu::Stream stream,
                      std::size_t shared_limit) {
-  if (head_dim_qk == 192 && head_dim_v == 128) return launch_causal_or_not<T, 192, 128>(params, causal, stream, shared_limit);
-  if (head_dim_qk == 128 && head_dim_v == 128) return launch_causal_or_not<T, 128, 128>(params, causal, stream, shared_limit);
-  if (head_dim_qk == 256 && head_dim_v == 256) return launch_causal_or_not<T, 256, 256>(params, causal, stream, shared_limit);
+  if (head_dim_qk == 192 && head_dim_v == 128)
+    return launch_causal_or_not<T, 192, 128>(params, causal, stream, shared_limit);
+  if (head_dim_qk == 128 && head_dim_v == 128)
+    return launch_causal_or_not<T, 128, 128>(params, causal, stream, shared_limit);
+  if (head_dim_qk == 256 && head_dim_v == 256)
+    return launch_causal_or_not<T, 256, 256>(params, causal, stream, shared_limit);
   raise(ErrorCategory::internal, "CUDA_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
                                      std::to_string(head_dim_v) + " have a tile configuration but no dispatch branch");
 }

@@ -17,7 +17,7 @@ namespace mla::cuda_flash {
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit);
 
-#define MLA_CUDA_FLASH_DECLARE(T, QK, V)                                                              \
+#define MLA_CUDA_FLASH_DECLARE(T, QK, V)                                                                   \
   extern template void launch_flash_forward<T, QK, V, true>(const FlashParams&, gpu::Stream, std::size_t); \
   extern template void launch_flash_forward<T, QK, V, false>(const FlashParams&, gpu::Stream, std::size_t);
 MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, 192, 128)

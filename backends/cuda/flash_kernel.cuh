@@ -193,11 +193,11 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     if (prefetch) {
       // The other stage was released by the barrier at the end of the last iteration.
       const int next = (kt + 1) * block_cols;
-      detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(stage ^ 1), k + next * p.k_row_stride,
-                                                        p.k_row_stride, seqlen_k - next, tid);
+      detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(stage ^ 1), k + next * p.k_row_stride, p.k_row_stride,
+                                                        seqlen_k - next, tid);
       sm80::cp_async_commit();
-      detail::load_tile<block_cols, HeadDimV, threads>(v_smem(stage ^ 1), v + next * p.v_row_stride,
-                                                       p.v_row_stride, seqlen_k - next, tid);
+      detail::load_tile<block_cols, HeadDimV, threads>(v_smem(stage ^ 1), v + next * p.v_row_stride, p.v_row_stride,
+                                                       seqlen_k - next, tid);
       sm80::cp_async_commit();
       sm80::cp_async_wait<3>();  // in flight: V(kt), K(kt+1), V(kt+1)
     } else {
@@ -346,8 +346,8 @@ constexpr const char* element_name() {
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit) {
   constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
-  const std::string name = std::string("flash_forward<") + element_name<T>() + ", " + std::to_string(HeadDimQk) +
-                           ", " + std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
+  const std::string name = std::string("flash_forward<") + element_name<T>() + ", " + std::to_string(HeadDimQk) + ", " +
+                           std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
   if (cfg.shared_bytes() > shared_limit) {
     raise(ErrorCategory::not_supported, name + " needs " + std::to_string(cfg.shared_bytes()) +
                                             " bytes of shared memory per block; the device allows " +

@@ -89,8 +89,8 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
     const float suffix_lse = p.suffix_lse[head * p.suffix_lse_stride[0] + token * p.suffix_lse_stride[1]];
     const auto* suffix = static_cast<const InStorage*>(p.suffix_out) + token * p.suffix_stride[0] +
                          head * p.suffix_stride[1] + d * p.suffix_stride[2];
-    auto* out = static_cast<OutStorage*>(p.out) + token * p.out_stride[0] + head * p.out_stride[1] +
-                d * p.out_stride[2];
+    auto* out =
+        static_cast<OutStorage*>(p.out) + token * p.out_stride[0] + head * p.out_stride[1] + d * p.out_stride[2];
     InPack s_in;
     OutPack o;
     float out_lse = 0.0f;
@@ -161,7 +161,8 @@ bool vector_friendly(const TensorView& view, std::int64_t vec, std::size_t eleme
 template <DType In, DType Out>
 void launch(const MergeKernelParams& params, const MergeArgs& args, gpu::Stream stream) {
   constexpr int vec = static_cast<int>(16 / sizeof(typename Element<In>::Storage));
-  const bool vectorised = params.dim % vec == 0 && vector_friendly(args.prefix_out, vec, sizeof(typename Element<In>::Storage)) &&
+  const bool vectorised = params.dim % vec == 0 &&
+                          vector_friendly(args.prefix_out, vec, sizeof(typename Element<In>::Storage)) &&
                           vector_friendly(args.suffix_out, vec, sizeof(typename Element<In>::Storage)) &&
                           vector_friendly(args.out, vec, sizeof(typename Element<Out>::Storage));
   const std::int64_t runs = params.tokens * params.heads * (vectorised ? params.dim / vec : params.dim);
@@ -219,9 +220,15 @@ void merge_attn_states(Queue& queue, const MergeArgs& args) {
   gpu::DeviceGuard guard(queue.device_index());
   const gpu::Stream stream = gpu::stream_of(queue);
   switch (args.prefix_out.dtype) {
-    case DType::float32: launch_for_input<DType::float32>(params, args, stream); break;
-    case DType::float16: launch_for_input<DType::float16>(params, args, stream); break;
-    case DType::bfloat16: launch_for_input<DType::bfloat16>(params, args, stream); break;
+    case DType::float32:
+      launch_for_input<DType::float32>(params, args, stream);
+      break;
+    case DType::float16:
+      launch_for_input<DType::float16>(params, args, stream);
+      break;
+    case DType::bfloat16:
+      launch_for_input<DType::bfloat16>(params, args, stream);
+      break;
     case DType::float8_e4m3:
       raise(ErrorCategory::invalid_argument, "merge: prefix_out must not be float8_e4m3");
   }

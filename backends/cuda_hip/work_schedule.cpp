@@ -26,7 +26,8 @@ std::vector<WorkItem> build_work_list(const std::vector<std::int32_t>& cu_seqlen
     const int seqlen_k = cu_seqlens_k[seq + 1] - cu_seqlens_k[seq];
     const int q_tiles = ceil_div(seqlen_q, tile.rows);
     for (int q_tile = 0; q_tile < q_tiles; ++q_tile) {
-      weighted.push_back({{static_cast<std::int32_t>(seq), q_tile}, key_tiles(q_tile, seqlen_q, seqlen_k, causal, tile)});
+      weighted.push_back(
+          {{static_cast<std::int32_t>(seq), q_tile}, key_tiles(q_tile, seqlen_q, seqlen_k, causal, tile)});
     }
   }
   std::stable_sort(weighted.begin(), weighted.end(),

@@ -56,9 +56,11 @@ class RandomPool {
       block[i] = float_to_bf16_bits(value);
     }
     const std::size_t block_bytes = block.size() * 2;
-    for (std::size_t offset = 0, shift = 0; offset < bytes; offset += block_bytes - shift, shift = (shift + 4098) % 65536) {
+    for (std::size_t offset = 0, shift = 0; offset < bytes;
+         offset += block_bytes - shift, shift = (shift + 4098) % 65536) {
       const std::size_t n = std::min(block_bytes - shift, bytes - offset);
-      queue.memcpy(static_cast<std::uint8_t*>(buffer_.get()) + offset, reinterpret_cast<std::uint8_t*>(block.data()) + shift, n);
+      queue.memcpy(static_cast<std::uint8_t*>(buffer_.get()) + offset,
+                   reinterpret_cast<std::uint8_t*>(block.data()) + shift, n);
     }
     queue.wait();
   }
@@ -92,8 +94,8 @@ TensorView view(void* data, std::int64_t tokens, int heads, int dim) {
 
 std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::vector<int>& lengths,
-                   const char* batch, const Options& options) {
+void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::vector<int>& lengths, const char* batch,
+                   const Options& options) {
   const PrefillMetadata metadata = PrefillMetadata::from_lengths(lengths, lengths, true);
   const std::int64_t tokens = metadata.num_q_tokens();
   BackendParams params;
@@ -128,8 +130,8 @@ void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::v
   }
   const double t = median(ms);
   std::string seqlens = lengths.size() == 1 ? std::to_string(lengths[0]) : std::to_string(lengths.size()) + " seqs";
-  std::printf("| CUDA_FLASH | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", heads, batch, seqlens.c_str(),
-              static_cast<long long>(tokens), t, causal_flops(heads, lengths) / (t * 1e-3) / 1e12);
+  std::printf("| CUDA_FLASH | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", heads, batch,
+              seqlens.c_str(), static_cast<long long>(tokens), t, causal_flops(heads, lengths) / (t * 1e-3) / 1e12);
   std::fflush(stdout);
 }
 
@@ -158,8 +160,14 @@ void merge_row(Queue& queue, const RandomPool& pool, std::int64_t tokens, int he
   const auto lse_view = [&](UsmBuffer& b) {
     return TensorView::contiguous(b.get(), DType::float32, {heads, tokens}, MemoryKind::device);
   };
-  MergeArgs args{view(pool.at(0), tokens, heads, dv), lse_view(prefix_lse), view(pool.at(round_up(out_bytes)), tokens, heads, dv),
-                 lse_view(suffix_lse), view(out.get(), tokens, heads, dv), lse_view(out_lse), std::nullopt, std::nullopt};
+  MergeArgs args{view(pool.at(0), tokens, heads, dv),
+                 lse_view(prefix_lse),
+                 view(pool.at(round_up(out_bytes)), tokens, heads, dv),
+                 lse_view(suffix_lse),
+                 view(out.get(), tokens, heads, dv),
+                 lse_view(out_lse),
+                 std::nullopt,
+                 std::nullopt};
   const double moved = 3.0 * static_cast<double>(out_bytes) + 3.0 * static_cast<double>(lse_bytes);
   std::vector<double> merge_ms;
   std::vector<double> copy_ms;
@@ -190,14 +198,15 @@ int run(const Options& options) {
   }
   Queue queue(DeviceBackend::cuda, 0);
   std::printf("Device: %s\n\n", queue.capability().describe().c_str());
-  const std::vector<int> seqlens = options.quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
+  const std::vector<int> seqlens =
+      options.quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
   const std::vector<int> heads = options.quick ? std::vector<int>{16} : std::vector<int>{128, 16};
-  const std::vector<std::int64_t> merge_tokens = options.quick ? std::vector<std::int64_t>{16384}
-                                                               : std::vector<std::int64_t>{16384, 65536};
+  const std::vector<std::int64_t> merge_tokens =
+      options.quick ? std::vector<std::int64_t>{16384} : std::vector<std::int64_t>{16384, 65536};
   // Pool: one rotation set of the largest attention case plus room to shift,
   // and the two merge inputs of the largest merge (whose copy reads less).
-  const std::size_t largest = static_cast<std::size_t>(seqlens.back()) * heads.front() *
-                              (2 * dims.qk_head_dim() + dims.v_head_dim) * 2;
+  const std::size_t largest =
+      static_cast<std::size_t>(seqlens.back()) * heads.front() * (2 * dims.qk_head_dim() + dims.v_head_dim) * 2;
   const std::size_t merge_inputs =
       2 * round_up(static_cast<std::size_t>(merge_tokens.back()) * heads.front() * dims.v_head_dim * 2);
   const RandomPool pool(queue, std::max(largest + largest / 2, merge_inputs));
@@ -210,7 +219,8 @@ int run(const Options& options) {
       attention_row(queue, pool, h, varlen_lengths(s), "varlen", options);
     }
   }
-  std::printf("\n| impl | shape | heads | tokens | median ms | GB/s | D2D copy ms | copy GB/s | merge / copy speed |\n");
+  std::printf(
+      "\n| impl | shape | heads | tokens | median ms | GB/s | D2D copy ms | copy GB/s | merge / copy speed |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int h : heads) {
     for (std::int64_t tokens : merge_tokens) merge_row(queue, pool, tokens, h, options);

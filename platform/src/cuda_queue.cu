@@ -80,13 +80,13 @@ DeviceCapability capability_of(int device_index) {
   int count = 0;
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount", context);
   if (device_index < 0 || device_index >= count) {
-    raise(ErrorCategory::device, "no CUDA device " + std::to_string(device_index) + ": this machine has " +
-                                     std::to_string(count));
+    raise(ErrorCategory::device,
+          "no CUDA device " + std::to_string(device_index) + ": this machine has " + std::to_string(count));
   }
   const std::vector<DeviceCapability> devices = detect_cuda_devices();
   if (static_cast<int>(devices.size()) != count) {
-    raise(ErrorCategory::device, "the CUDA runtime could not describe device " + std::to_string(device_index) +
-                                     " (" + context + ")");
+    raise(ErrorCategory::device,
+          "the CUDA runtime could not describe device " + std::to_string(device_index) + " (" + context + ")");
   }
   return devices[static_cast<std::size_t>(device_index)];
 }
@@ -119,13 +119,17 @@ class CudaQueue final : public QueueImpl {
 
   void* allocate(std::size_t bytes, MemoryKind kind) override {
     if (bytes == 0) return nullptr;
-    const std::string what = context(std::to_string(bytes) + " bytes of " + std::string(memory_kind_name(kind)) +
-                                     " memory");
+    const std::string what =
+        context(std::to_string(bytes) + " bytes of " + std::string(memory_kind_name(kind)) + " memory");
     DeviceGuard guard(device_, what);
     void* ptr = nullptr;
     switch (kind) {
-      case MemoryKind::device: check(cudaMalloc(&ptr, bytes), "cudaMalloc", what); break;
-      case MemoryKind::host: check(cudaMallocHost(&ptr, bytes), "cudaMallocHost", what); break;
+      case MemoryKind::device:
+        check(cudaMalloc(&ptr, bytes), "cudaMalloc", what);
+        break;
+      case MemoryKind::host:
+        check(cudaMallocHost(&ptr, bytes), "cudaMallocHost", what);
+        break;
       case MemoryKind::shared:
         check(cudaMallocManaged(&ptr, bytes, cudaMemAttachGlobal), "cudaMallocManaged", what);
         break;
@@ -136,8 +140,8 @@ class CudaQueue final : public QueueImpl {
   void deallocate(void* ptr, MemoryKind kind) noexcept override {
     if (ptr == nullptr) return;
     int previous = 0;
-    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ &&
-                          cudaSetDevice(device_) == cudaSuccess;
+    const bool switched =
+        cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
     const cudaError_t code = kind == MemoryKind::host ? cudaFreeHost(ptr) : cudaFree(ptr);
     if (code != cudaSuccess) {
       (void)cudaGetLastError();

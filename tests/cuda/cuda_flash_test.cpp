@@ -132,8 +132,8 @@ TEST_P(CudaFlashTest, Fp8OutputIntoAPoisonedBuffer) {
   // fp8 out with 16 padding bytes per row: NaN (0x7f) everywhere before the call.
   UsmBuffer out_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads * (dv + 16)));
   queue_.memset(out_storage.get(), 0x7f, out_storage.bytes());
-  TensorView out = TensorView::contiguous(out_storage.get(), DType::float8_e4m3, {nq, params_.num_heads, dv},
-                                          MemoryKind::device);
+  TensorView out =
+      TensorView::contiguous(out_storage.get(), DType::float8_e4m3, {nq, params_.num_heads, dv}, MemoryKind::device);
   out.stride = {params_.num_heads * (dv + 16), dv + 16, 1, 0};
   const float out_scale = 0.05f;
   ASSERT_TRUE(backend_->supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor));
@@ -218,18 +218,27 @@ TEST_P(CudaFlashTest, MergeTakesTheVectorAndTheScalarPath) {
     };
     TestTensor out = tensor(n, dv, pad);
     UsmBuffer out_lse = UsmBuffer::device(queue_, static_cast<std::size_t>(h * n) * sizeof(float));
-    MergeArgs args{prefix.device_view, lse_view(prefix_lse, true), suffix.device_view, lse_view(suffix_lse, true),
+    MergeArgs args{prefix.device_view,
+                   lse_view(prefix_lse, true),
+                   suffix.device_view,
+                   lse_view(suffix_lse, true),
                    out.device_view,
                    TensorView::contiguous(out_lse.get(), DType::float32, {h, n}, MemoryKind::device),
-                   n - 5, std::nullopt};
+                   n - 5,
+                   std::nullopt};
     backend_->merge_attn_states(queue_, args);
 
     std::vector<std::uint8_t> ref_out(out.host.size());
     std::vector<float> ref_lse(static_cast<std::size_t>(h * n));
     TensorView ref_out_view = out.host_view;
     ref_out_view.data = ref_out.data();
-    MergeArgs ref_args{prefix.host_view, lse_view(prefix_lse, false), suffix.host_view, lse_view(suffix_lse, false),
-                       ref_out_view, TensorView::contiguous(ref_lse.data(), DType::float32, {h, n}), n - 5,
+    MergeArgs ref_args{prefix.host_view,
+                       lse_view(prefix_lse, false),
+                       suffix.host_view,
+                       lse_view(suffix_lse, false),
+                       ref_out_view,
+                       TensorView::contiguous(ref_lse.data(), DType::float32, {h, n}),
+                       n - 5,
                        std::nullopt};
     Queue host = Queue::host();
     reference_->merge_attn_states(host, ref_args);

@@ -44,12 +44,12 @@ TEST_F(CudaQueueTest, CopiesRoundTripThroughEveryMemoryKind) {
   UsmBuffer device2 = UsmBuffer::device(queue, bytes);
   UsmBuffer pinned = UsmBuffer::host(queue, bytes);
   UsmBuffer shared = UsmBuffer::shared(queue, bytes);
-  queue.memcpy(device.get(), source.data(), bytes);     // pageable -> device
-  queue.memcpy(device2.get(), device.get(), bytes);     // device -> device
-  queue.memcpy(shared.get(), device2.get(), bytes);     // device -> managed
-  queue.memcpy(pinned.get(), shared.get(), bytes);      // managed -> pinned
+  queue.memcpy(device.get(), source.data(), bytes);  // pageable -> device
+  queue.memcpy(device2.get(), device.get(), bytes);  // device -> device
+  queue.memcpy(shared.get(), device2.get(), bytes);  // device -> managed
+  queue.memcpy(pinned.get(), shared.get(), bytes);   // managed -> pinned
   std::vector<std::uint8_t> back(bytes, 0);
-  queue.memcpy(back.data(), pinned.get(), bytes);       // pinned -> pageable
+  queue.memcpy(back.data(), pinned.get(), bytes);  // pinned -> pageable
   queue.wait();
   EXPECT_EQ(back, source);
   EXPECT_EQ(std::memcmp(shared.get(), source.data(), bytes), 0);

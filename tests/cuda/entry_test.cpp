@@ -72,15 +72,15 @@ TEST(CudaFlashEntry, FactoryRefusesWithoutCuda) {
 TEST(CudaArchCoverage, RealAndVirtualEntries) {
   using cuda_flash::architectures_cover;
   EXPECT_TRUE(architectures_cover("80,90", nvidia(8, 0)));
-  EXPECT_TRUE(architectures_cover("80,90", nvidia(8, 6)));    // sm_80 SASS runs on 8.x
-  EXPECT_TRUE(architectures_cover("80;90", nvidia(10, 0)));   // PTX of compute_90 is JIT-compiled
+  EXPECT_TRUE(architectures_cover("80,90", nvidia(8, 6)));   // sm_80 SASS runs on 8.x
+  EXPECT_TRUE(architectures_cover("80;90", nvidia(10, 0)));  // PTX of compute_90 is JIT-compiled
   EXPECT_FALSE(architectures_cover("80,90", nvidia(7, 5)));
   EXPECT_FALSE(architectures_cover("80-real,90-real", nvidia(10, 0)));
   EXPECT_TRUE(architectures_cover("80-real,90-real", nvidia(8, 9)));
   EXPECT_FALSE(architectures_cover("86-real", nvidia(8, 0)));
   EXPECT_TRUE(architectures_cover("80-virtual", nvidia(12, 0)));
   EXPECT_TRUE(architectures_cover("90a-real", nvidia(9, 0)));
-  EXPECT_FALSE(architectures_cover("90a", nvidia(10, 0)));   // arch-specific code fits one arch only
+  EXPECT_FALSE(architectures_cover("90a", nvidia(10, 0)));  // arch-specific code fits one arch only
   EXPECT_TRUE(architectures_cover("all", nvidia(8, 0)));
   EXPECT_FALSE(architectures_cover("garbage,,", nvidia(8, 0)));
   DeviceCapability amd = nvidia(9, 0);

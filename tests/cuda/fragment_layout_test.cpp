@@ -74,7 +74,8 @@ Regs ldmatrix_x4(const std::vector<std::uint8_t>& smem, const std::array<std::ui
       };
       const std::uint16_t lo = trans ? element(2 * t, g) : element(g, 2 * t);
       const std::uint16_t hi = trans ? element(2 * t + 1, g) : element(g, 2 * t + 1);
-      regs[static_cast<std::size_t>(lane)][static_cast<std::size_t>(m)] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+      regs[static_cast<std::size_t>(lane)][static_cast<std::size_t>(m)] =
+          static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
     }
   }
   return regs;
@@ -85,7 +86,8 @@ float hi_half(std::uint32_t r) { return gpu_numeric::bf16_to_float(static_cast<s
 
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 per the PTX ISA's
 // fragment tables (g = lane / 4, t = lane % 4).
-void mma(std::array<std::array<float, 4>, lanes>& c, const Regs& a, const std::array<std::array<std::uint32_t, 2>, lanes>& b) {
+void mma(std::array<std::array<float, 4>, lanes>& c, const Regs& a,
+         const std::array<std::array<std::uint32_t, 2>, lanes>& b) {
   float A[16][16] = {};
   float B[16][8] = {};
   for (int lane = 0; lane < lanes; ++lane) {
@@ -157,9 +159,10 @@ void check_warp_products(std::uint32_t seed) {
     for (int np = 0; np < s_tiles / 2; ++np) {
       std::array<std::uint32_t, lanes> k_address{};
       for (int lane = 0; lane < lanes; ++lane) {
-        k_address[static_cast<std::size_t>(lane)] =
-            static_cast<std::uint32_t>(layout::k_key(lane)) * qk_row_bytes + layout::step_group_offset(ks) +
-            layout::lane_step_offset(lane, layout::k_parity(lane), ks % 4) + static_cast<std::uint32_t>(np * 16) * qk_row_bytes;
+        k_address[static_cast<std::size_t>(lane)] = static_cast<std::uint32_t>(layout::k_key(lane)) * qk_row_bytes +
+                                                    layout::step_group_offset(ks) +
+                                                    layout::lane_step_offset(lane, layout::k_parity(lane), ks % 4) +
+                                                    static_cast<std::uint32_t>(np * 16) * qk_row_bytes;
       }
       const Regs b = ldmatrix_x4(k_smem, k_address, false);
       std::array<std::array<std::uint32_t, 2>, lanes> b0{};
@@ -190,10 +193,12 @@ void check_warp_products(std::uint32_t seed) {
   for (int lane = 0; lane < lanes; ++lane) {
     for (int j = 0; j < s_tiles; ++j) {
       for (int e = 0; e < 4; ++e) {
-        const float value = s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)] / 64.0f;
+        const float value =
+            s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)] / 64.0f;
         s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)] = value;
-        p[static_cast<std::size_t>(layout::acc_row(lane, e))][static_cast<std::size_t>(j * 8 + layout::acc_col(lane, e))] =
-            gpu_numeric::bf16_to_float(gpu_numeric::float_to_bf16(value));
+        p[static_cast<std::size_t>(layout::acc_row(lane, e))]
+         [static_cast<std::size_t>(j * 8 + layout::acc_col(lane, e))] =
+             gpu_numeric::bf16_to_float(gpu_numeric::float_to_bf16(value));
       }
     }
   }
@@ -203,7 +208,8 @@ void check_warp_products(std::uint32_t seed) {
     for (int lane = 0; lane < lanes; ++lane) {
       float lane_s[s_tiles][4];
       for (int j = 0; j < s_tiles; ++j) {
-        for (int e = 0; e < 4; ++e) lane_s[j][e] = s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)];
+        for (int e = 0; e < 4; ++e)
+          lane_s[j][e] = s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)];
       }
       std::uint32_t frag[4];
       layout::p_fragment(frag, lane_s, ks, host_pack);
@@ -235,8 +241,8 @@ void check_warp_products(std::uint32_t seed) {
         const int col = n * 8 + layout::acc_col(lane, e);
         double expected = 0.0;
         for (int key = 0; key < BlockCols; ++key) expected += static_cast<double>(at(p, row, key)) * at(v, key, col);
-        ASSERT_NEAR(o[static_cast<std::size_t>(n)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)], expected,
-                    1e-4 * (1.0 + std::fabs(expected)))
+        ASSERT_NEAR(o[static_cast<std::size_t>(n)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)],
+                    expected, 1e-4 * (1.0 + std::fabs(expected)))
             << "O row " << row << " col " << col;
       }
     }

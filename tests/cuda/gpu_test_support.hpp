@@ -22,12 +22,12 @@ inline bool gpu_required() {
 }
 
 // Skips the test without a CUDA device, or fails it under MLA_REQUIRE_GPU=1.
-#define MLA_REQUIRE_CUDA_DEVICE()                                                              \
-  do {                                                                                         \
-    if (::mla::detect_devices().empty()) {                                                     \
-      if (::mla::testing::gpu_required()) FAIL() << "no CUDA device (MLA_REQUIRE_GPU=1)";      \
-      GTEST_SKIP() << "no CUDA device on this machine";                                        \
-    }                                                                                          \
+#define MLA_REQUIRE_CUDA_DEVICE()                                                         \
+  do {                                                                                    \
+    if (::mla::detect_devices().empty()) {                                                \
+      if (::mla::testing::gpu_required()) FAIL() << "no CUDA device (MLA_REQUIRE_GPU=1)"; \
+      GTEST_SKIP() << "no CUDA device on this machine";                                   \
+    }                                                                                     \
   } while (false)
 
 // A [d0, d1, d2] tensor with rows padded by `pad` elements, on the host and
@@ -62,7 +62,8 @@ inline TestTensor make_tensor(Queue& queue, DType dtype, std::int64_t d0, std::i
 // Copies a device view's whole extent (its last element's offset + 1) to the host.
 inline std::vector<std::uint8_t> download(Queue& queue, const TensorView& view) {
   std::int64_t last = 0;
-  for (int d = 0; d < view.rank; ++d) last += (view.shape[static_cast<std::size_t>(d)] - 1) * view.stride[static_cast<std::size_t>(d)];
+  for (int d = 0; d < view.rank; ++d)
+    last += (view.shape[static_cast<std::size_t>(d)] - 1) * view.stride[static_cast<std::size_t>(d)];
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(view.numel() == 0 ? 0 : last + 1) * dtype_size(view.dtype));
   if (!bytes.empty()) queue.memcpy(bytes.data(), view.data, bytes.size());
   queue.wait();

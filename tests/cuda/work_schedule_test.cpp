@@ -22,8 +22,8 @@ bool visible(int row, int key, int seqlen_q, int seqlen_k, bool causal) {
 TEST(WorkSchedule, RowKeyEndIsBottomRightAligned) {
   EXPECT_EQ(row_key_end(0, 5, 5, true), 1);
   EXPECT_EQ(row_key_end(4, 5, 5, true), 5);
-  EXPECT_EQ(row_key_end(0, 3, 10, true), 8);   // more keys than queries: the first row sees 8
-  EXPECT_EQ(row_key_end(0, 10, 3, true), 0);   // more queries than keys: the first rows see none
+  EXPECT_EQ(row_key_end(0, 3, 10, true), 8);  // more keys than queries: the first row sees 8
+  EXPECT_EQ(row_key_end(0, 10, 3, true), 0);  // more queries than keys: the first rows see none
   EXPECT_EQ(row_key_end(7, 10, 3, true), 1);
   EXPECT_EQ(row_key_end(3, 10, 3, false), 3);
 }
@@ -40,7 +40,7 @@ TEST(WorkSchedule, TileBoundsMatchBruteForce) {
     for (int q_tile = 0; q_tile * tile.rows < seqlen_q; ++q_tile) {
       const int begin = q_tile * tile.rows;
       const int end = std::min(seqlen_q, begin + tile.rows);
-      int any_end = 0;       // keys some row sees
+      int any_end = 0;         // keys some row sees
       int all_end = seqlen_k;  // keys every row sees (a prefix)
       for (int row = begin; row < end; ++row) {
         int row_end = 0;
