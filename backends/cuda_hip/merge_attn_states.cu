@@ -2,6 +2,7 @@
 // elements of one (token, head) row. When all three outputs are contiguous in
 // the last dim and 16-byte aligned, a run is one 16-byte load per input;
 // otherwise Vec is 1 and every stride is honoured. Indexing is 64-bit.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
