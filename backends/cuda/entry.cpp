@@ -49,7 +49,7 @@ BackendEntry cuda_flash_backend_entry() {
     return Availability{false, cuda_flash::architectures_gap(MLA_CUDA_ARCHITECTURES, capability)};
   };
   BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
-    return std::make_unique<cuda_flash::CudaFlashBackend>(params);
+    return cuda_flash::make_cuda_flash_backend(params);
   };
 #else
   description.availability = [] { return Availability{false, "built without CUDA"}; };

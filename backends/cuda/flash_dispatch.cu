@@ -40,8 +40,7 @@ bool has_flash_kernel(DType dtype, int head_dim_qk, int head_dim_v) {
          find_flash_tile_config(head_dim_qk, head_dim_v) != nullptr;
 }
 
-void launch_flash_attention(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
-                            bool causal) {
+void launch_flash_attention(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
   if (queue.backend() != DeviceBackend::cuda) {
     raise(ErrorCategory::not_supported, "CUDA_FLASH needs a CUDA queue; got the " + queue.describe());
   }
@@ -54,9 +53,9 @@ void launch_flash_attention(Queue& queue, const FlashParams& params, DType dtype
   const gpu::Stream stream = gpu::stream_of(queue);
   const std::size_t shared_limit = queue.capability().shared_memory_per_block;
   if (dtype == DType::bfloat16) {
-    launch_for_dims<__nv_bfloat16>(params, head_dim_qk, head_dim_v, causal, stream, shared_limit);
+    launch_for_dims<__nv_bfloat16>(params, head_dim_qk, head_dim_v, params.causal, stream, shared_limit);
   } else {
-    launch_for_dims<__half>(params, head_dim_qk, head_dim_v, causal, stream, shared_limit);
+    launch_for_dims<__half>(params, head_dim_qk, head_dim_v, params.causal, stream, shared_limit);
   }
 }
 

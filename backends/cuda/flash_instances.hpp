@@ -7,10 +7,12 @@
 
 #include <cstddef>
 
+#include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
-#include "flash_params.hpp"
 
 namespace mla::cuda_flash {
+
+using gpu_flash::FlashParams;
 
 // Launches flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>; `shared_limit`
 // is the device's opt-in shared memory per block. Defined in flash_kernel.cuh.

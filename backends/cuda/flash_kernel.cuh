@@ -20,17 +20,19 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 #include "cuda_hip/numeric.hpp"
 #include "cuda_hip/softmax.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "flash_config.hpp"
 #include "flash_instances.hpp"
-#include "flash_params.hpp"
 #include "fragment_layout.hpp"
 #include "sm80_primitives.cuh"
 
 namespace mla::cuda_flash {
+
+using gpu_flash::FlashParams;
 
 namespace detail {
 

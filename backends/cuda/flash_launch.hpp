@@ -3,11 +3,13 @@
 // no CUDA header, so the backend class compiles with the host compiler.
 #pragma once
 
-#include "flash_params.hpp"
+#include "cuda_hip/flash_params.hpp"
 #include "mla/dtype.hpp"
 #include "mla/queue.hpp"
 
 namespace mla::cuda_flash {
+
+using gpu_flash::FlashParams;
 
 // Whether a kernel was compiled for (dtype, dqk, dv).
 bool has_flash_kernel(DType dtype, int head_dim_qk, int head_dim_v);
@@ -16,7 +18,7 @@ bool has_flash_kernel(DType dtype, int head_dim_qk, int head_dim_v);
 // Error(not_supported) when no kernel exists for the combination or the
 // device's shared memory is too small, and Error(device) naming the kernel
 // when the launch fails.
-void launch_flash_attention(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
-                            bool causal);
+// params.causal picks the causal or the non-causal instantiation.
+void launch_flash_attention(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v);
 
 }  // namespace mla::cuda_flash

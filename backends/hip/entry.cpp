@@ -83,7 +83,7 @@ BackendEntry hip_flash_backend_entry() {
   description.availability = [] { return Availability{}; };
   description.device_availability = device_code_for;
   BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
-    return std::make_unique<hip_flash::HipFlashBackend>(params);
+    return hip_flash::make_hip_flash_backend(params);
   };
 #else
   description.availability = [] { return Availability{false, "built without HIP"}; };

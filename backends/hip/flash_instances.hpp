@@ -4,11 +4,13 @@
 // out of the template halves the kernels every gfx target compiles.
 #pragma once
 
+#include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
-#include "flash_params.hpp"
 #include "mla/dtype.hpp"
 
 namespace mla::hip_flash {
+
+using gpu_flash::FlashParams;
 
 // Launches flash_forward_kernel<D, HeadDimQk, HeadDimV>. Defined in flash_kernel.hpp.
 template <DType D, int HeadDimQk, int HeadDimV>

@@ -26,16 +26,18 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 #include "cuda_hip/numeric.hpp"
 #include "cuda_hip/softmax.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "flash_config.hpp"
 #include "flash_instances.hpp"
-#include "flash_params.hpp"
 #include "mfma.hpp"
 
 namespace mla::hip_flash {
+
+using gpu_flash::FlashParams;
 
 namespace detail {
 

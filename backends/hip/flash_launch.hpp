@@ -3,11 +3,13 @@
 // header, so the backend class compiles with the host compiler.
 #pragma once
 
-#include "flash_params.hpp"
+#include "cuda_hip/flash_params.hpp"
 #include "mla/dtype.hpp"
 #include "mla/queue.hpp"
 
 namespace mla::hip_flash {
+
+using gpu_flash::FlashParams;
 
 // Whether a kernel was compiled for (dtype, dqk, dv).
 bool has_flash_kernel(DType dtype, int head_dim_qk, int head_dim_v);

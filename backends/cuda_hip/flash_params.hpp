@@ -1,15 +1,17 @@
-// Arguments of one CUDA_FLASH kernel launch, filled by the backend (plain C++)
-// and passed by value to the kernel. Strides are in elements.
+// Arguments of one flash-attention kernel launch, shared by CUDA_FLASH and
+// HIP_FLASH: filled by the backend (plain C++) and passed by value to the
+// kernel. Strides are in elements; the last dim of q, k, v and out is
+// contiguous and every row starts 16-byte aligned (the backend checks).
 #pragma once
 
 #include <cstdint>
 
 #include "cuda_hip/work_schedule.hpp"
 
-namespace mla::cuda_flash {
+namespace mla::gpu_flash {
 
 struct FlashParams {
-  const void* q = nullptr;  // [Nq, H, dqk], last dim contiguous
+  const void* q = nullptr;  // [Nq, H, dqk]
   const void* k = nullptr;  // [Nk, H, dqk]
   const void* v = nullptr;  // [Nk, H, dv]
   void* out = nullptr;      // [Nq, H, dv] in q's dtype, or float8_e4m3 when out_fp8
@@ -30,10 +32,13 @@ struct FlashParams {
   const gpu_schedule::WorkItem* work = nullptr;  // [num_work], heaviest first, device
   std::int32_t num_work = 0;
   std::int32_t num_heads = 0;
+  // Whether each query sees only keys up to its diagonal. The HIP kernel reads
+  // it; the CUDA kernel is instantiated per causality and the dispatch picks.
+  bool causal = false;
 
   float scale_log2 = 0.0f;  // softmax scale * log2(e): scores go straight to exp2
   bool out_fp8 = false;
   float out_scale = 1.0f;  // fp8 output is saturate(out / out_scale)
 };
 
-}  // namespace mla::cuda_flash
+}  // namespace mla::gpu_flash

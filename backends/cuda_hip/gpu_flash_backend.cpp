@@ -1,0 +1,147 @@
+#include "gpu_flash_backend.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "cuda_hip/softmax.hpp"
+#include "mla/error.hpp"
+
+namespace mla::gpu_flash {
+namespace {
+
+KernelTile tile_for(const BackendParams& params, const FlashVendor& vendor) {
+  const std::string name = vendor.backend_name;
+  const int qk = params.dims.qk_head_dim();
+  const int v = params.dims.v_head_dim;
+  if (params.dtype != DType::bfloat16 && params.dtype != DType::float16) {
+    raise(ErrorCategory::not_supported,
+          name + " supports float16 and bfloat16; got " + std::string(dtype_name(params.dtype)));
+  }
+  const std::optional<KernelTile> tile = vendor.find_tile(params.dtype, qk, v);
+  if (!tile) {
+    raise(ErrorCategory::not_supported, name + " has no kernel for " + to_string(params.dims) + " (qk head dim " +
+                                            std::to_string(qk) + ", v head dim " + std::to_string(v) + ")");
+  }
+  return *tile;
+}
+
+}  // namespace
+
+GpuFlashBackend::GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor)
+    : PrefillBackend(params), vendor_(vendor), tile_(tile_for(params, vendor)) {}
+
+bool GpuFlashBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
+
+// Both kernels read (and write) 16-byte chunks along the last dim, so every
+// operand must be contiguous there and 16-byte aligned at the start of each
+// row and head. Other strides are free.
+void GpuFlashBackend::check_kernel_layout(const TensorView& view, const char* what) const {
+  if (view.numel() == 0) return;
+  const auto element = static_cast<std::int64_t>(dtype_size(view.dtype));
+  const auto misaligned = [&](std::int64_t elements) { return elements * element % 16 != 0; };
+  if (view.stride[2] != 1) {
+    raise(ErrorCategory::invalid_argument, std::string(what) + " must be contiguous in its last dim for " +
+                                               vendor_.backend_name + "; got " + view.describe());
+  }
+  const bool bad_pointer = reinterpret_cast<std::uintptr_t>(view.data) % 16 != 0;
+  const bool bad_rows = view.shape[0] > 1 && misaligned(view.stride[0]);
+  const bool bad_heads = view.shape[1] > 1 && misaligned(view.stride[1]);
+  if (bad_pointer || bad_rows || bad_heads) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(what) + " must start 16-byte aligned and have token and head strides that are multiples of " +
+              "16 bytes for " + vendor_.backend_name + "; got " + view.describe());
+  }
+}
+
+void GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
+  const std::string name = vendor_.backend_name;
+  if (queue.backend() != vendor_.queue_backend) {
+    raise(ErrorCategory::not_supported, name + " " + call + " needs a " + vendor_.queue_display_name +
+                                            " queue; got the " + queue.describe());
+  }
+  if (vendor_.device_gap != nullptr) {
+    const std::string gap = vendor_.device_gap(queue.capability());
+    if (!gap.empty()) raise(ErrorCategory::not_supported, name + " " + gap);
+  }
+  if (check_prepared_device && device_metadata_.uploaded() && device_metadata_.device_index() != queue.device_index()) {
+    raise(ErrorCategory::invalid_argument, name + " " + call + " on device " + std::to_string(queue.device_index()) +
+                                               " but prepare() uploaded the metadata to device " +
+                                               std::to_string(device_metadata_.device_index()));
+  }
+}
+
+void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
+  require_queue(queue, "prepare", false);
+  PrefillBackend::prepare(queue, metadata);
+  device_metadata_.upload(queue, metadata, gpu_schedule::TileShape{tile_.block_rows, tile_.block_cols});
+  prepared_queue_ = queue;
+}
+
+AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
+                                                const TensorView& v, bool return_lse, std::optional<TensorView> out,
+                                                std::optional<float> out_scale) {
+  require_queue(queue, "run_new_tokens", true);
+  check_new_tokens_args(queue, q, k, v, out, out_scale);
+  check_kernel_layout(q, "q");
+  check_kernel_layout(k, "k");
+  check_kernel_layout(v, "v");
+  if (out) check_kernel_layout(*out, "out");
+  const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
+  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), return_lse, out, out_dtype);
+  launch(queue, device_metadata_.new_tokens(), q, k, v, result, out_scale);
+  return result;
+}
+
+AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
+                                                   const TensorView& k, const TensorView& v) {
+  require_queue(queue, "run_context_chunk", true);
+  check_chunk_args(queue, chunk_index, q, k, v);
+  check_kernel_layout(q, "q");
+  check_kernel_layout(k, "chunk k");
+  check_kernel_layout(v, "chunk v");
+  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), true, std::nullopt, params().dtype);
+  launch(queue, device_metadata_.chunk(chunk_index), q, k, v, result, std::nullopt);
+  return result;
+}
+
+void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
+  require_queue(queue, "merge_attn_states", false);
+  check_merge_args(queue, args);
+  vendor_.merge(queue, args);
+}
+
+void GpuFlashBackend::launch(Queue& queue, const gpu_schedule::DevicePhase& phase, const TensorView& q,
+                             const TensorView& k, const TensorView& v, const AttentionResult& result,
+                             std::optional<float> out_scale) {
+  if (prepared_queue_ && prepared_queue_->impl() != queue.impl()) prepared_queue_->wait();
+  FlashParams p;
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.out = result.out.data;
+  p.lse = result.lse.empty_view() ? nullptr : static_cast<float*>(result.lse.data);
+  p.q_row_stride = q.stride[0];
+  p.q_head_stride = q.stride[1];
+  p.k_row_stride = k.stride[0];
+  p.k_head_stride = k.stride[1];
+  p.v_row_stride = v.stride[0];
+  p.v_head_stride = v.stride[1];
+  p.out_row_stride = result.out.stride[0];
+  p.out_head_stride = result.out.stride[1];
+  if (p.lse != nullptr) {
+    p.lse_head_stride = result.lse.stride[0];
+    p.lse_token_stride = result.lse.stride[1];
+  }
+  p.cu_seqlens_q = phase.cu_seqlens_q;
+  p.cu_seqlens_k = phase.cu_seqlens_k;
+  p.work = phase.work;
+  p.num_work = phase.num_work;
+  p.num_heads = params().num_heads;
+  p.causal = phase.causal;
+  p.scale_log2 = params().scale * gpu_softmax::log2e;
+  p.out_fp8 = out_scale.has_value();
+  p.out_scale = out_scale.value_or(1.0f);
+  vendor_.launch(queue, p, params().dtype, tile_.head_dim_qk, tile_.head_dim_v);
+}
+
+}  // namespace mla::gpu_flash

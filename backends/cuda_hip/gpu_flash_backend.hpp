@@ -1,0 +1,72 @@
+// The flash-attention backend class shared by CUDA_FLASH and HIP_FLASH: one
+// source, two vendors. Plain C++ (no vendor header): each vendor folder builds
+// it with a FlashVendor naming its queue kind, device check, tile lookup,
+// kernel launch and LSE merge. prepare() uploads the step's metadata and
+// heaviest-first work lists; the run_* calls launch one kernel each.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cuda_hip/device_metadata.hpp"
+#include "cuda_hip/flash_params.hpp"
+#include "mla/backend.hpp"
+
+namespace mla::gpu_flash {
+
+// What the backend needs of a vendor's kernel for one (qk, v) head-dim pair.
+struct KernelTile {
+  int head_dim_qk = 0;
+  int head_dim_v = 0;
+  int block_rows = 0;  // query rows per block (Br): the work-list tile height
+  int block_cols = 0;  // keys per iteration (Bc): the work-list tile width
+};
+
+struct FlashVendor {
+  const char* backend_name;        // "CUDA_FLASH", in name() and every message
+  DeviceBackend queue_backend;     // the only queue kind the backend accepts
+  const char* queue_display_name;  // "CUDA": messages say "needs a CUDA queue"
+  // Why the queue's device cannot run the kernels ("" when it can), checked
+  // before every call; null when the queue kind is the whole requirement.
+  std::string (*device_gap)(const DeviceCapability& device);
+  // The kernel tile for (dtype, qk, v), or nullopt when none was compiled.
+  std::optional<KernelTile> (*find_tile)(DType dtype, int head_dim_qk, int head_dim_v);
+  // Enqueues one attention kernel on `queue`'s stream.
+  void (*launch)(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v);
+  // Enqueues the LSE merge (backends/cuda_hip/merge_attn_states.hpp).
+  void (*merge)(Queue& queue, const MergeArgs& args);
+};
+
+class GpuFlashBackend final : public PrefillBackend {
+ public:
+  // Raises Error(not_supported) for a dtype or head dims without a kernel.
+  GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor);
+
+  std::string name() const override { return vendor_.backend_name; }
+  void prepare(Queue& queue, const PrefillMetadata& metadata) override;
+  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
+                                 bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                 std::optional<float> out_scale = std::nullopt) override;
+  AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
+                                    const TensorView& v) override;
+  void merge_attn_states(Queue& queue, const MergeArgs& args) override;
+  bool supports_quant_output(QuantKey key) const override;
+
+ private:
+  // Error(not_supported) unless `queue` is the vendor's queue kind on a device
+  // it can run; for runs also Error(invalid_argument) unless it is on
+  // prepare()'s device.
+  void require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
+  void check_kernel_layout(const TensorView& view, const char* what) const;
+  void launch(Queue& queue, const gpu_schedule::DevicePhase& phase, const TensorView& q, const TensorView& k,
+              const TensorView& v, const AttentionResult& result, std::optional<float> out_scale);
+
+  FlashVendor vendor_;
+  KernelTile tile_;
+  gpu_schedule::DeviceMetadata device_metadata_;
+  // The queue prepare() uploaded on: a run on another queue of the same
+  // device first waits for that upload, which no stream order covers.
+  std::optional<Queue> prepared_queue_;
+};
+
+}  // namespace mla::gpu_flash
