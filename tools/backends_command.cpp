@@ -138,9 +138,9 @@ int run_backends(const BackendsOptions& options) {
   Selector selector = options.selection.make_selector();
   report.config_sources = selector.config().sources;
   report.candidates = selector.report(report.request, report.platform);
-  report.explicit_choice = is_explicit_choice(selector, options.selection);
+  report.explicit_choice = is_explicit_choice(selector);
   try {
-    report.selection = options.selection.select(selector, report.request, report.platform);
+    report.selection = selector.select(report.request, report.platform);
   } catch (const Error& error) {
     // Other categories (an unknown backend name, ...) are input errors for main().
     if (error.category() != ErrorCategory::selection) throw;

@@ -201,7 +201,7 @@ int run_bench(const BenchOptions& options) {
   const BenchProblem problem;
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
-  const Selection selection = options.selection.select(selector, SelectorConfig{problem.dtype, problem.dims}, platform);
+  const Selection selection = selector.select(SelectorConfig{problem.dtype, problem.dims}, platform);
   BackendParams params;
   params.num_heads = problem.heads;
   params.scale = problem.scale();

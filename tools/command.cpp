@@ -26,27 +26,17 @@ Selector SelectionOptions::make_selector() const {
   Config config = resolve_config(config_path);
   const LogLevel configured = config.log_level == LogLevel::info ? LogLevel::warn : config.log_level;
   set_log_level(log_level_override.value_or(configured));
+  // --backend is this program's API-level choice: the top layer, above YAML and
+  // MLA_PREFILL_BACKEND, and named as the flag in every message.
+  if (backend) {
+    config.backend = *backend;
+    config.backend_origin = ConfigOrigin{"--backend"};
+  }
   return Selector(std::move(config));
 }
 
-Selection SelectionOptions::select(Selector& selector, const SelectorConfig& request,
-                                   const DeviceCapability& platform) const {
-  // The selector calls an argument's choice "API"; to the user it is a flag.
-  try {
-    Selection selection = selector.select(request, platform, backend);
-    if (selection.why == "explicit choice from API") selection.why = "explicit choice from --backend";
-    return selection;
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    const std::string api_origin = "(chosen by API)";
-    const std::size_t at = message.rfind(api_origin);
-    if (error.category() != ErrorCategory::selection || at == std::string::npos) throw;
-    raise(error.category(), message.substr(0, at) + "(chosen by --backend)" + message.substr(at + api_origin.size()));
-  }
-}
-
-bool is_explicit_choice(const Selector& selector, const SelectionOptions& options) {
-  return options.backend.has_value() || selector.config().backend != "auto";
+bool is_explicit_choice(const Selector& selector) {
+  return selector.config().backend != "auto";
 }
 
 MlaDims parse_dims(const std::string& text, const char* flag) {

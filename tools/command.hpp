@@ -54,16 +54,14 @@ struct SelectionOptions {
   std::optional<std::string> backend;      // none: the config's choice (MLA_PREFILL_BACKEND, YAML) or auto
 
   void add_to(CLI::App& app);
-  // resolve_config(--config) wrapped in a Selector (which loads the plugins),
-  // after setting the log level.
+  // resolve_config(--config) with --backend layered on top as the API choice,
+  // wrapped in a Selector (which loads the plugins), after setting the log level.
   Selector make_selector() const;
-  // selector.select() with --backend as the API choice; reasons and errors name --backend.
-  Selection select(Selector& selector, const SelectorConfig& request, const DeviceCapability& platform) const;
 };
 
 // Whether the backend was named (API, environment or YAML) rather than found by
 // walking the priority list.
-bool is_explicit_choice(const Selector& selector, const SelectionOptions& options);
+bool is_explicit_choice(const Selector& selector);
 
 // "P,R,V" as three positive integers; raises Error(invalid_argument) naming `flag`.
 MlaDims parse_dims(const std::string& text, const char* flag);

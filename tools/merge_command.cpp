@@ -62,7 +62,7 @@ int run_merge(const MergeOptions& options) {
 
   Selector selector = options.selection.make_selector();
   const SelectorConfig request{DType::bfloat16, dims};
-  const Selection selection = options.selection.select(selector, request, current_platform());
+  const Selection selection = selector.select(request, current_platform());
   BackendParams params;
   params.num_heads = static_cast<int>(heads);
   params.dims = dims;

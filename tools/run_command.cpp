@@ -84,7 +84,7 @@ int run_attention(const RunOptions& options) {
   check_metadata(metadata);
 
   Selector selector = options.selection.make_selector();
-  const Selection selection = options.selection.select(selector, SelectorConfig{dtype, dims}, current_platform());
+  const Selection selection = selector.select(SelectorConfig{dtype, dims}, current_platform());
   BackendParams params;
   params.num_heads = static_cast<int>(q.size(1));
   params.scale = options.scale;
