@@ -1,85 +1,22 @@
-// KokkosBackend: argument checks, result allocation and the host-queue guard
-// around the kernels of flash_attention.cpp and merge_states.cpp.
+// KokkosBackend: the kernels of flash_attention.cpp and merge_states.cpp in the
+// shared host-backend shell (argument checks, results, host-queue guard).
 #include "kokkos_backend.hpp"
 
 #include "flash_attention.hpp"
 #include "kokkos_runtime.hpp"
-#include "mla/error.hpp"
 
 namespace mla::kokkos {
-namespace {
 
-// Kernels run on Kokkos' default host execution space, which reads the
-// memory of the host queue (device and shared allocations of a host queue are
-// host memory too). A user's Kokkos-CUDA/HIP build could serve GPU queues by
-// running the same functors on Kokkos::DefaultExecutionSpace bound to the
-// queue's stream; this build does not.
-void require_host_queue(const Queue& queue, const char* operation) {
-  if (queue.backend() != DeviceBackend::host) {
-    raise(ErrorCategory::not_supported, std::string("KOKKOS ") + operation +
-                                            " runs on the host queue only; got the queue " + queue.describe());
-  }
-}
+KokkosBackend::KokkosBackend(const BackendParams& params) : HostBackend(params) { ensure_initialized(); }
 
-}  // namespace
-
-KokkosBackend::KokkosBackend(const BackendParams& params) : PrefillBackend(params) { ensure_initialized(); }
-
-void KokkosBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
-  require_host_queue(queue, "prepare");
-  PrefillBackend::prepare(queue, metadata);
-}
-
-bool KokkosBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
-
-AttentionResult KokkosBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
-                                              const TensorView& v, bool return_lse, std::optional<TensorView> out,
-                                              std::optional<float> out_scale) {
-  require_host_queue(queue, "run_new_tokens");
-  check_new_tokens_args(queue, q, k, v, out, out_scale);
-  const PrefillMetadata& meta = metadata();
-  const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype);
-  AttentionProblem problem;
-  problem.q = q;
-  problem.k = k;
-  problem.v = v;
-  problem.cu_q = &meta.cu_seqlens_q;
-  problem.cu_k = &meta.cu_seqlens_k;
-  problem.causal = meta.causal;
-  problem.scale = params().scale;
-  problem.out = result.out;
-  problem.out_scale = out_scale;
-  problem.lse = result.lse;
+// The application may have finalised Kokkos since construction; each call
+// checks again (a no-op when it is running).
+void KokkosBackend::attention(const detail::HostAttentionProblem& problem) {
   ensure_initialized();
   flash_attention(problem);
-  return result;
 }
 
-AttentionResult KokkosBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
-                                                 const TensorView& k, const TensorView& v) {
-  require_host_queue(queue, "run_context_chunk");
-  check_chunk_args(queue, chunk_index, q, k, v);
-  const PrefillMetadata& meta = metadata();
-  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, std::nullopt, params().dtype);
-  AttentionProblem problem;
-  problem.q = q;
-  problem.k = k;
-  problem.v = v;
-  problem.cu_q = &meta.cu_seqlens_q;
-  problem.cu_k = &meta.chunks[static_cast<std::size_t>(chunk_index)].cu_seqlens_k;
-  problem.causal = false;
-  problem.scale = params().scale;
-  problem.out = result.out;
-  problem.lse = result.lse;
-  ensure_initialized();
-  flash_attention(problem);
-  return result;
-}
-
-void KokkosBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
-  require_host_queue(queue, "merge_attn_states");
-  check_merge_args(queue, args);
+void KokkosBackend::merge(const MergeArgs& args) {
   ensure_initialized();
   merge_states(args);
 }

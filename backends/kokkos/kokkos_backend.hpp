@@ -3,27 +3,25 @@
 // It runs on the host queue on Kokkos' default host execution space.
 #pragma once
 
-#include <optional>
 #include <string>
 
-#include "mla/backend.hpp"
+#include "mla/detail/host_backend.hpp"
 
 namespace mla::kokkos {
 
-class KokkosBackend final : public PrefillBackend {
+class KokkosBackend final : public detail::HostBackend {
  public:
   // Initialises Kokkos unless the application already did (kokkos_runtime.hpp).
   explicit KokkosBackend(const BackendParams& params);
-
   std::string name() const override { return "KOKKOS"; }
-  void prepare(Queue& queue, const PrefillMetadata& metadata) override;
-  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<float> out_scale = std::nullopt) override;
-  AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v) override;
-  void merge_attn_states(Queue& queue, const MergeArgs& args) override;
-  bool supports_quant_output(QuantKey key) const override;
+
+ protected:
+  // Kernels run on Kokkos' default host execution space, which reads the
+  // memory of the host queue. A user's Kokkos-CUDA/HIP build could serve GPU
+  // queues by running the same functors on Kokkos::DefaultExecutionSpace bound
+  // to the queue's stream; this build does not.
+  void attention(const detail::HostAttentionProblem& problem) override;
+  void merge(const MergeArgs& args) override;
 };
 
 }  // namespace mla::kokkos

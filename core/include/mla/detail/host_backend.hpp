@@ -1,0 +1,50 @@
+// Internal: the shared shell of the backends whose kernels read tensor memory
+// on the host (REFERENCE, KOKKOS). It guards the queue, checks arguments,
+// allocates results and turns each call into one HostAttentionProblem; a
+// backend only supplies the attention and merge kernels.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "mla/backend.hpp"
+
+namespace mla::detail {
+
+// One varlen attention: sequence b has queries [cu_q[b], cu_q[b+1]) and keys
+// [cu_k[b], cu_k[b+1]). Causal masks are bottom-right aligned.
+struct HostAttentionProblem {
+  TensorView q;                                     // [Nq, H, dqk]
+  TensorView k;                                     // [Nk, H, dqk], q's dtype
+  TensorView v;                                     // [Nk, H, V], q's dtype
+  const std::vector<std::int32_t>* cu_q = nullptr;  // [B+1]
+  const std::vector<std::int32_t>* cu_k = nullptr;  // [B+1]
+  bool causal = true;
+  float scale = 1.0f;
+  TensorView out;                  // [Nq, H, V] in q's dtype, or float8_e4m3 with out_scale
+  std::optional<float> out_scale;  // fp8 output: out = saturate(value / out_scale)
+  TensorView lse;                  // [H, Nq] float32, natural log; empty view: not written
+};
+
+class HostBackend : public PrefillBackend {
+ public:
+  using PrefillBackend::PrefillBackend;
+
+  void prepare(Queue& queue, const PrefillMetadata& metadata) override;
+  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
+                                 bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                 std::optional<float> out_scale = std::nullopt) override;
+  AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
+                                    const TensorView& v) override;
+  void merge_attn_states(Queue& queue, const MergeArgs& args) override;
+  // Both host kernels write fp8 e4m3 output with a static per-tensor scale.
+  bool supports_quant_output(QuantKey key) const override;
+
+ protected:
+  // Called with arguments that passed the shared checks, on the host queue.
+  virtual void attention(const HostAttentionProblem& problem) = 0;
+  virtual void merge(const MergeArgs& args) = 0;
+};
+
+}  // namespace mla::detail

@@ -1,0 +1,77 @@
+#include "mla/detail/host_backend.hpp"
+
+#include "mla/error.hpp"
+
+namespace mla::detail {
+namespace {
+
+// Host kernels dereference tensor pointers on the calling thread, which is
+// only meaningful for memory of the host queue (its device and shared
+// allocations are host memory too).
+void require_host_queue(const PrefillBackend& backend, const Queue& queue, const char* operation) {
+  if (queue.backend() != DeviceBackend::host) {
+    raise(ErrorCategory::not_supported,
+          backend.name() + " " + operation + " runs on the host queue only; got the queue " + queue.describe());
+  }
+}
+
+}  // namespace
+
+void HostBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
+  require_host_queue(*this, queue, "prepare");
+  PrefillBackend::prepare(queue, metadata);
+}
+
+bool HostBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
+
+AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
+                                            const TensorView& v, bool return_lse, std::optional<TensorView> out,
+                                            std::optional<float> out_scale) {
+  require_host_queue(*this, queue, "run_new_tokens");
+  check_new_tokens_args(queue, q, k, v, out, out_scale);
+  const PrefillMetadata& meta = metadata();
+  const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
+  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype);
+  HostAttentionProblem problem;
+  problem.q = q;
+  problem.k = k;
+  problem.v = v;
+  problem.cu_q = &meta.cu_seqlens_q;
+  problem.cu_k = &meta.cu_seqlens_k;
+  problem.causal = meta.causal;
+  problem.scale = params().scale;
+  problem.out = result.out;
+  problem.out_scale = out_scale;
+  problem.lse = result.lse;
+  attention(problem);
+  return result;
+}
+
+AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
+                                               const TensorView& k, const TensorView& v) {
+  require_host_queue(*this, queue, "run_context_chunk");
+  check_chunk_args(queue, chunk_index, q, k, v);
+  const PrefillMetadata& meta = metadata();
+  AttentionResult result =
+      allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, std::nullopt, params().dtype);
+  HostAttentionProblem problem;
+  problem.q = q;
+  problem.k = k;
+  problem.v = v;
+  problem.cu_q = &meta.cu_seqlens_q;
+  problem.cu_k = &meta.chunks[static_cast<std::size_t>(chunk_index)].cu_seqlens_k;
+  problem.causal = false;
+  problem.scale = params().scale;
+  problem.out = result.out;
+  problem.lse = result.lse;
+  attention(problem);
+  return result;
+}
+
+void HostBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
+  require_host_queue(*this, queue, "merge_attn_states");
+  check_merge_args(queue, args);
+  merge(args);
+}
+
+}  // namespace mla::detail
