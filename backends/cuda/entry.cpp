@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "arch_coverage.hpp"
+#include "cuda_hip/flash_dims.hpp"
 #include "flash_config.hpp"
 #include "mla/detail/builtin.hpp"
 #include "mla/error.hpp"
@@ -13,30 +14,17 @@
 #endif
 
 namespace mla::detail {
-namespace {
 
-// The model dims each compiled (qk head dim, v head dim) pair serves.
-constexpr MlaDims cuda_flash_dims[] = {
-    {128, 64, 128},  // DeepSeek-V2/V3/R1: 192 / 128
-    {64, 64, 128},   // Mistral-Small-4: 128 / 128
-    {192, 64, 256},  // GLM-5: 256 / 256
-};
-
-constexpr bool every_dims_has_a_kernel() {
-  for (const MlaDims& dims : cuda_flash_dims) {
-    if (cuda_flash::find_flash_tile_config(dims.qk_head_dim(), dims.v_head_dim) == nullptr) return false;
-  }
-  return true;
-}
-static_assert(every_dims_has_a_kernel(), "every listed MLA dims needs a tile configuration");
-
-}  // namespace
+static_assert(gpu_flash::every_flash_dims_has_a_tile([](int qk, int v) {
+                return cuda_flash::find_flash_tile_config(qk, v);
+              }),
+              "every listed MLA dims needs a tile configuration");
 
 BackendEntry cuda_flash_backend_entry() {
   BackendDescription description;
   description.name = "CUDA_FLASH";
   description.dtypes = {DType::float16, DType::bfloat16};
-  description.dims.assign(std::begin(cuda_flash_dims), std::end(cuda_flash_dims));
+  description.dims.assign(std::begin(gpu_flash::flash_dims), std::end(gpu_flash::flash_dims));
   // mma.sync m16n8k16 with bf16 and cp.async need Ampere or newer.
   description.supports_capability = [](const DeviceCapability& capability) {
     return capability.vendor == Vendor::nvidia && capability.major >= 8;

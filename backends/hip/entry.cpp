@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cuda_hip/flash_dims.hpp"
 #include "flash_config.hpp"
 #include "mla/detail/builtin.hpp"
 #include "mla/error.hpp"
@@ -21,20 +22,10 @@
 namespace mla::detail {
 namespace {
 
-// The model dims each compiled (qk head dim, v head dim) pair serves.
-constexpr MlaDims hip_flash_dims[] = {
-    {128, 64, 128},  // DeepSeek-V2/V3/R1: 192 / 128
-    {64, 64, 128},   // Mistral-Small-4: 128 / 128
-    {192, 64, 256},  // GLM-5: 256 / 256
-};
-
-constexpr bool every_dims_has_a_kernel() {
-  for (const MlaDims& dims : hip_flash_dims) {
-    if (hip_flash::find_flash_tile_config(dims.qk_head_dim(), dims.v_head_dim) == nullptr) return false;
-  }
-  return true;
-}
-static_assert(every_dims_has_a_kernel(), "every listed MLA dims needs a tile configuration");
+static_assert(gpu_flash::every_flash_dims_has_a_tile([](int qk, int v) {
+                return hip_flash::find_flash_tile_config(qk, v);
+              }),
+              "every listed MLA dims needs a tile configuration");
 
 // CDNA1/2 (gfx908, gfx90a: 9.0), CDNA3 (gfx942: 9.4), CDNA4 (gfx950: 9.5):
 // the MFMA, wave64 GPUs the kernels are written for.
@@ -76,7 +67,7 @@ BackendEntry hip_flash_backend_entry() {
   BackendDescription description;
   description.name = "HIP_FLASH";
   description.dtypes = {DType::float16, DType::bfloat16};
-  description.dims.assign(std::begin(hip_flash_dims), std::end(hip_flash_dims));
+  description.dims.assign(std::begin(gpu_flash::flash_dims), std::end(gpu_flash::flash_dims));
   description.supports_capability = is_cdna_capability;
   description.fp8_output = true;
 #if MLA_WITH_HIP
