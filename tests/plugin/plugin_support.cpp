@@ -9,24 +9,12 @@
 #include <limits>
 #include <ostream>
 
+#include "conformance/test_tensors.hpp"
+
 namespace mla::plugin_test {
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
-
-std::uint32_t nan_bits(DType dtype) {
-  switch (dtype) {
-    case DType::float32:
-      return 0x7fc00000u;
-    case DType::float16:
-      return 0x7e00u;
-    case DType::bfloat16:
-      return 0x7fc0u;
-    case DType::float8_e4m3:
-      return 0x7fu;
-  }
-  return 0;
-}
 
 template <class Fn>
 void for_each_index(const TensorView& view, Fn&& fn) {
@@ -65,7 +53,7 @@ HostTensor::HostTensor(DType dtype, std::vector<std::int64_t> shape, std::vector
 
 void HostTensor::poison() {
   const std::size_t size = dtype_size(view.dtype);
-  const std::uint32_t bits = nan_bits(view.dtype);
+  const std::uint32_t bits = mla::testing::poison_bits(view.dtype);
   for (std::size_t offset = 0; offset + size <= storage.size(); offset += size) {
     std::memcpy(storage.data() + offset, &bits, size);  // little-endian host
   }
