@@ -79,7 +79,8 @@ TEST(PriorityRule, BoundsAreInclusiveAndVendorComesFirst) {
 TEST(BuiltinDefaults, EqualTheShippedFile) {
   // The compiled-in text is generated from configs/default.yaml; reading the
   // file must give the same rules (a stale build would not).
-  const Config from_file = Config::load_file(source_dir + "/configs/default.yaml", Config{});
+  const Config base;
+  const Config from_file = Config::load_file(source_dir + "/configs/default.yaml", base);
   const Config builtin = Config::builtin_defaults();
   EXPECT_EQ(from_file.backend, builtin.backend);
   EXPECT_EQ(from_file.default_backend, builtin.default_backend);
