@@ -24,8 +24,11 @@ void SelectionOptions::add_to(CLI::App& app) {
 
 Selector SelectionOptions::make_selector() const {
   Config config = resolve_config(config_path);
-  const LogLevel configured = config.log_level == LogLevel::info ? LogLevel::warn : config.log_level;
-  set_log_level(log_level_override.value_or(configured));
+  // The command reports the selection itself, so the library's info lines
+  // (the default) are shown only when asked for with --log-level.
+  const LogLevel configured = config.log_level.value_or(LogLevel::info);
+  set_log_level(log_level_override.value_or(configured == LogLevel::info ? LogLevel::warn : configured));
+  config.log_level.reset();  // already applied; the Selector must not undo --log-level
   // --backend is this program's API-level choice: the top layer, above YAML and
   // MLA_PREFILL_BACKEND, and named as the flag in every message.
   if (backend) {

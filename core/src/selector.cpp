@@ -189,6 +189,7 @@ struct Selector::Cache {
 };
 
 Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make_shared<Cache>()) {
+  if (config_.log_level) set_log_level(*config_.log_level);
   // Plugins first: they may define the factories that overrides name.
   for (const std::string& plugin : config_.plugins) load_plugin(plugin);
   auto& registry = mla_prefill_registry();

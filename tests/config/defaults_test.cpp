@@ -25,7 +25,7 @@ TEST(BuiltinDefaults, TopLevelValues) {
   const Config config = Config::builtin_defaults();
   EXPECT_EQ(config.backend, "auto");
   EXPECT_EQ(config.default_backend, "REFERENCE");
-  EXPECT_EQ(config.log_level, LogLevel::info);
+  EXPECT_FALSE(config.log_level.has_value());
   EXPECT_TRUE(config.overrides.empty());
   EXPECT_TRUE(config.plugins.empty());
   ASSERT_EQ(config.sources.size(), 1u);

@@ -55,7 +55,7 @@ TEST(Layering, YamlChangesOnlyWhatItNames) {
   const Config config = Config::parse_yaml("default_backend: KOKKOS\n", "top.yaml", base);
   EXPECT_EQ(config.default_backend, "KOKKOS");
   EXPECT_EQ(config.backend, "auto");
-  EXPECT_EQ(config.log_level, LogLevel::info);
+  EXPECT_FALSE(config.log_level.has_value());
   EXPECT_EQ(config.priorities.size(), base.priorities.size());
   EXPECT_EQ(config.sources, (std::vector<std::string>{base.sources.front(), "top.yaml"}));
 }
@@ -89,7 +89,7 @@ TEST(Layering, PrioritiesReplaceOverridesMergePluginsAppend) {
   EXPECT_EQ(upper.rule_for(parse_platform("nvidia:9.0")), nullptr);
   EXPECT_EQ(upper.overrides, (std::map<std::string, std::string>{{"CUDA_FLASH", "MINE"}, {"KOKKOS", "OTHER"}}));
   EXPECT_EQ(upper.plugins, (std::vector<std::string>{"/opt/a.so", "/opt/b.so"}));
-  EXPECT_EQ(upper.log_level, LogLevel::warn);
+  EXPECT_EQ(upper.log_level, std::optional<LogLevel>{LogLevel::warn});
   EXPECT_EQ(upper.sources.size(), 3u);
 }
 

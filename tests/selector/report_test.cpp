@@ -107,3 +107,18 @@ TEST_F(BuiltinTableTest, CompiledOutGpuBackendsSayWhy) {
 
 }  // namespace
 }  // namespace mla::test
+
+namespace mla::test {
+
+TEST_F(SelectorTest, ConfiguredLogLevelIsAppliedOnlyWhenSet) {
+  Config quiet = Config::builtin_defaults();
+  quiet.log_level = LogLevel::error;
+  Selector applies(quiet);
+  EXPECT_EQ(log_level(), LogLevel::error);
+
+  set_log_level(LogLevel::debug);
+  Selector leaves_alone(Config::builtin_defaults());  // no logging.level in the defaults
+  EXPECT_EQ(log_level(), LogLevel::debug);
+}
+
+}  // namespace mla::test

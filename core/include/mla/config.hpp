@@ -40,7 +40,9 @@ struct Config {
   std::map<std::string, std::string> overrides;  // member -> named factory
   std::vector<std::string> plugins;           // shared libraries, absolute or relative to the YAML, or
                                               // starting with ${MLA_PLUGIN_DIR}; then $MLA_PLUGINS' entries
-  LogLevel log_level = LogLevel::info;
+  // logging.level; unset leaves the process level alone (set_log_level, info
+  // by default). A Selector built from this Config applies it.
+  std::optional<LogLevel> log_level;
   std::vector<std::string> sources;           // what was layered, lowest first
 
   // configs/default.yaml as compiled into the library.

@@ -35,6 +35,7 @@ struct Selection {
 
 class Selector {
  public:
+  // Applies config.log_level when set (set_log_level; it is process-wide).
   // Loads config.plugins (load_plugin(); files already loaded are skipped),
   // then applies config.overrides to the process registry (named factories,
   // which those plugins may have added). A plugin that fails to load raises
