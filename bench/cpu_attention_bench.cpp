@@ -198,12 +198,23 @@ Memory measure_memory(const char* self, const std::string& name, int tokens) {
   return memory;
 }
 
+// Which variant of the KOKKOS kernel this CPU runs (MLA_KOKKOS_ISA can lower it).
+std::string kokkos_kernel_info() {
+  BackendParams params;
+  params.num_heads = kHeads;
+  params.scale = kScale;
+  params.dims = kDims;
+  params.dtype = DType::float32;
+  return mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).factory(params)->kernel_info();
+}
+
 int run_table(const char* self, bool quick, std::int64_t max_tokens) {
   const char* core = blas_single_thread_core();
   const FmaPeak peak = measure_fma_peak();
   std::printf("## Machine\n\n");
   std::printf("- CPU: %s, %ld online cores (the benchmark uses one)\n", peak.cpu_model.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("- Kokkos default host execution space runs the KOKKOS backend; OpenBLAS kernel: %s, 1 thread\n\n", core);
+  std::printf("- Kokkos default host execution space runs the KOKKOS backend, kernel %s; OpenBLAS kernel: %s, "
+              "1 thread\n\n", kokkos_kernel_info().c_str(), core);
   std::printf("## One core's FP32 FMA peak (measured)\n\n");
   std::printf("A loop of 12 independent %s FMA chains of %d lanes: %.1f GFLOP/s (thread CPU time).\n",
               peak.isa.c_str(), peak.lanes, peak.gflops);

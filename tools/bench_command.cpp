@@ -241,6 +241,9 @@ int run_bench(const BenchOptions& options) {
   std::cout << fmt::format("mla-prefill bench: DeepSeek-V3 prefill at TP8\n");
   std::cout << fmt::format("platform   {}\n", describe_platform(platform));
   std::cout << fmt::format("backend    {} ({})\n", backend->name(), selection.why);
+  if (const std::string kernel = backend->kernel_info(); !kernel.empty()) {
+    std::cout << fmt::format("kernel     {}\n", kernel);
+  }
   std::cout << fmt::format("queue      {}\n", queue.describe());
   std::cout << fmt::format("shape      H={}, dims {}, {}, scale {:.6f}\n", problem.heads, to_string(problem.dims),
                            dtype_name(problem.dtype), problem.scale());

@@ -27,18 +27,13 @@
 #include <string>
 
 #include "flash_config.hpp"
+#include "hot_loops.hpp"
 #include "kokkos_views.hpp"
 #include "mla/error.hpp"
 
 namespace mla::kokkos {
 namespace {
 
-constexpr FlashTile kTile = host_flash_tile;
-constexpr int kBr = kTile.rows_q;
-constexpr int kBc = kTile.cols_kv;
-constexpr int kRb = kTile.block_rows;
-constexpr int kNc = kTile.block_cols;
-constexpr int kBcPadded = (kBc + kRb - 1) / kRb * kRb;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -60,7 +55,10 @@ struct ScratchLayout {
   int dqk = 0, dv = 0, dv_padded = 0;
   int qt = 0, kr = 0, vr = 0, st = 0, acc = 0, row_max = 0, row_sum = 0, row_alpha = 0, total = 0;
 
-  ScratchLayout(int qk_dim, int v_dim) : dqk(qk_dim), dv(v_dim), dv_padded(round_up(v_dim, kNc)) {
+  ScratchLayout(int qk_dim, int v_dim, FlashTile tile)
+      : dqk(qk_dim), dv(v_dim), dv_padded(round_up(v_dim, tile.block_cols)) {
+    const int br = tile.rows_q;
+    const int bc_padded = round_up(tile.cols_kv, tile.block_rows);
     int at = 0;
     // Each array starts on a 64-byte boundary for aligned vector loads.
     auto place = [&at](int floats) {
@@ -68,21 +66,27 @@ struct ScratchLayout {
       at += round_up(floats, 16);
       return begin;
     };
-    qt = place(dqk * kBr);
-    kr = place(kBcPadded * dqk);
-    vr = place(kBc * dv_padded);
-    st = place(kBcPadded * kBr);
-    acc = place(kBr * dv_padded);
-    row_max = place(kBr);
-    row_sum = place(kBr);
-    row_alpha = place(kBr);
+    qt = place(dqk * br);
+    kr = place(bc_padded * dqk);
+    vr = place(tile.cols_kv * dv_padded);
+    st = place(bc_padded * br);
+    acc = place(br * dv_padded);
+    row_max = place(br);
+    row_sum = place(br);
+    row_alpha = place(br);
     total = at + 16;  // room to align the base pointer
   }
   KOKKOS_INLINE_FUNCTION std::size_t bytes() const { return static_cast<std::size_t>(total) * sizeof(float); }
 };
 
-template <DType kIn, DType kOut>
+template <DType kIn, DType kOut, HostIsa kIsa>
 struct FlashKernel {
+  using Hot = HotLoops<kIsa>;
+  static constexpr FlashTile kTile = flash_tile_for(kIsa);
+  static constexpr int kBr = kTile.rows_q;
+  static constexpr int kBc = kTile.cols_kv;
+  static constexpr int kRb = kTile.block_rows;
+  static constexpr int kNc = kTile.block_cols;
   using In = typename Element<kIn>::type;
   using Out = typename Element<kOut>::type;
   typename StridedViewType<const In, 3>::type q, k, v;  // [Nq,H,dqk] [Nk,H,dqk] [Nk,H,dv]
@@ -197,59 +201,20 @@ struct FlashKernel {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, key_blocks * query_blocks), [&](int block) {
       const int j = (block % key_blocks) * kRb;
       const int r = (block / key_blocks) * kNc;
-      micro_gemm<kRb, kNc>(kr + j * dqk, dqk, 1, qt + r, kBr, dqk, st + j * kBr + r, kBr, nullptr);
+      Hot::template micro_gemm<kRb, kNc>(kr + j * dqk, dqk, 1, qt + r, kBr, dqk, st + j * kBr + r, kBr, nullptr);
     });
   }
 
-  // Online softmax over this tile's keys, lane-wise across queries. Leaves
-  // P^T in st, the new running max/sum, and row_alpha = exp2(old max - new max).
+  // Online softmax over this tile's keys (softmax_block_body): P^T in st, the
+  // new running max/sum, and row_alpha = exp2(old max - new max).
   KOKKOS_INLINE_FUNCTION void softmax_update(const Member& member, float* scratch, int rows, int cols, bool masked,
                                              int shift) const {
     float* st = scratch + layout.st;
     float* row_max = scratch + layout.row_max;
     float* row_sum = scratch + layout.row_sum;
     float* row_alpha = scratch + layout.row_alpha;
-    const int query_blocks = score_query_blocks(rows);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, query_blocks), [&](int block) {
-      const int r0 = block * kNc;
-      if (masked) {
-        // Key j is hidden from queries r < j - shift (the diagonal tile).
-        for (int j = 0; j < cols; ++j) {
-          float* s_row = st + j * kBr + r0;
-          const int hidden = imin(kNc, imax(0, j - shift - r0));
-          for (int r = 0; r < hidden; ++r) s_row[r] = neg_infinity();
-        }
-      }
-      float tile_max[kNc];
-      for (int r = 0; r < kNc; ++r) tile_max[r] = neg_infinity();
-      for (int j = 0; j < cols; ++j) {
-        const float* s_row = st + j * kBr + r0;
-        for (int r = 0; r < kNc; ++r) tile_max[r] = s_row[r] > tile_max[r] ? s_row[r] : tile_max[r];
-      }
-      // A query that has seen no key yet keeps max -inf; subtracting 0 then
-      // keeps every exp2 argument -inf (p = 0) instead of NaN.
-      float new_max[kNc];
-      float offset[kNc];
-      for (int r = 0; r < kNc; ++r) {
-        const float old_max = row_max[r0 + r];
-        new_max[r] = tile_max[r] > old_max ? tile_max[r] : old_max;
-        offset[r] = new_max[r] == neg_infinity() ? 0.0f : new_max[r];
-        row_alpha[r0 + r] = exp2_nonpositive(old_max - offset[r]);
-      }
-      float tile_sum[kNc];
-      for (int r = 0; r < kNc; ++r) tile_sum[r] = 0.0f;
-      for (int j = 0; j < cols; ++j) {
-        float* s_row = st + j * kBr + r0;
-        for (int r = 0; r < kNc; ++r) {
-          const float p = exp2_nonpositive(s_row[r] - offset[r]);
-          s_row[r] = p;
-          tile_sum[r] += p;
-        }
-      }
-      for (int r = 0; r < kNc; ++r) {
-        row_sum[r0 + r] = row_sum[r0 + r] * row_alpha[r0 + r] + tile_sum[r];
-        row_max[r0 + r] = new_max[r];
-      }
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, score_query_blocks(rows)), [&](int block) {
+      Hot::template softmax_block<kBr, kNc>(st, row_max, row_sum, row_alpha, block * kNc, cols, masked, shift);
     });
   }
 
@@ -265,7 +230,7 @@ struct FlashKernel {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, query_blocks * value_blocks), [&](int block) {
       const int r = (block % query_blocks) * kRb;
       const int c = (block / query_blocks) * kNc;
-      micro_gemm<kRb, kNc>(st + r, 1, kBr, vr + c, dv_padded, cols, acc + r * dv_padded + c, dv_padded,
+      Hot::template micro_gemm<kRb, kNc>(st + r, 1, kBr, vr + c, dv_padded, cols, acc + r * dv_padded + c, dv_padded,
                            row_alpha + r);
     });
   }
@@ -295,7 +260,7 @@ struct FlashKernel {
 // reread one head's K/V from cache. The list still ends on the shortest
 // items of the shortest sequences, which is what dynamic scheduling needs
 // to finish without a long straggler.
-WorkList build_work_list(const AttentionProblem& problem, int heads) {
+WorkList build_work_list(const AttentionProblem& problem, int heads, int rows_q) {
   const auto& cu_q = *problem.cu_q;
   const auto& cu_k = *problem.cu_k;
   struct Costed {
@@ -308,10 +273,10 @@ WorkList build_work_list(const AttentionProblem& problem, int heads) {
     const int sq = cu_q[b + 1] - cu_q[b];
     const int sk = cu_k[b + 1] - cu_k[b];
     auto keys_of = [&](int tile) -> std::int64_t {
-      const int last = std::min(sq, (tile + 1) * kBr) - 1;
+      const int last = std::min(sq, (tile + 1) * rows_q) - 1;
       return problem.causal ? std::clamp(last + 1 + sk - sq, 0, sk) : sk;
     };
-    const int tiles = (sq + kBr - 1) / kBr;
+    const int tiles = (sq + rows_q - 1) / rows_q;
     if (tiles == 0) continue;
     const std::int64_t group_keys = keys_of(tiles - 1);
     for (int h = 0; h < heads; ++h) {
@@ -337,9 +302,9 @@ Kokkos::View<const std::int32_t*, MemSpace> to_device(const std::vector<std::int
   return view;
 }
 
-template <DType kIn, DType kOut>
+template <DType kIn, DType kOut, HostIsa kIsa>
 void launch(const AttentionProblem& problem) {
-  using Kernel = FlashKernel<kIn, kOut>;
+  using Kernel = FlashKernel<kIn, kOut, kIsa>;
   using In = typename Element<kIn>::type;
   const int heads = static_cast<int>(problem.q.shape[1]);
   Kernel kernel{wrap<const In, 3>(problem.q),
@@ -350,8 +315,9 @@ void launch(const AttentionProblem& problem) {
                 !problem.lse.empty_view(),
                 to_device(*problem.cu_q, "mla_kokkos_cu_q"),
                 to_device(*problem.cu_k, "mla_kokkos_cu_k"),
-                build_work_list(problem, heads),
-                ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]))};
+                build_work_list(problem, heads, Kernel::kBr),
+                ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]),
+                              Kernel::kTile)};
   if (kernel.write_lse) kernel.lse = wrap<float, 2>(problem.lse);
   kernel.causal = problem.causal;
   kernel.q_multiplier = problem.scale * kLog2e;
@@ -376,13 +342,27 @@ void launch(const AttentionProblem& problem) {
   Kokkos::fence();
 }
 
+template <DType kIn, HostIsa kIsa>
+void launch_for_output(const AttentionProblem& problem) {
+  if (problem.out.dtype == DType::float8_e4m3) {
+    launch<kIn, DType::float8_e4m3, kIsa>(problem);
+  } else {
+    launch<kIn, kIn, kIsa>(problem);
+  }
+}
+
 template <DType kIn>
 void launch_for_input(const AttentionProblem& problem) {
-  if (problem.out.dtype == DType::float8_e4m3) {
-    launch<kIn, DType::float8_e4m3>(problem);
-  } else {
-    launch<kIn, kIn>(problem);
+#if MLA_KOKKOS_ISA_DISPATCH
+  switch (selected_host_isa()) {
+    case HostIsa::avx512: return launch_for_output<kIn, HostIsa::avx512>(problem);
+    case HostIsa::avx2: return launch_for_output<kIn, HostIsa::avx2>(problem);
+    case HostIsa::baseline: break;
   }
+  launch_for_output<kIn, HostIsa::baseline>(problem);
+#else
+  launch_for_output<kIn, compiled_host_isa>(problem);
+#endif
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Tile shape of the KOKKOS flash-attention kernel, readable on host and device.
 #pragma once
 
+#include "host_isa.hpp"
+
 namespace mla::kokkos {
 
 struct FlashTile {
@@ -10,30 +12,36 @@ struct FlashTile {
   int block_cols;  // columns of one micro-GEMM register block (floats)
 };
 
-// The host row depends on the vector ISA the kernel is compiled for (a
-// compile-time choice, like any tile table; no intrinsics involved). The
-// register block was chosen by timing the micro-GEMM alone (thread CPU time,
-// g++ 12 -O3, S^T-shaped operands, on an AVX-512 core):
-//   -march=native (AVX-512):  6x32 196 GFLOP/s (90% of peak); 6x16 45, 4x16 30
-//   -mavx2 -mfma:             6x32  76;                        6x16 52, 4x16 36
-//   baseline x86-64 (SSE2):   4x8   38 (mulps + addps; depth loop kept
-//                             scalar, see micro_gemm);         2x16 39, 6x16 36
+// One row per kernel variant (host_isa.hpp). The register block was chosen
+// by timing the micro-GEMM alone (thread CPU time, g++ 12 -O3, S^T-shaped
+// operands, on an AVX-512 core):
+//   AVX-512:          6x32 196 GFLOP/s (90% of peak); 6x16 45, 4x16 30
+//   AVX2 + FMA:       6x32  76;                        6x16 52, 4x16 36
+//   baseline (SSE2):  4x8   38 (mulps + addps; depth loop kept
+//                     scalar, see micro_gemm);         2x16 39, 6x16 36
 // Key tiles of 64 keep K (64 x dqk fp32, 48 KiB at dqk 192) in L2 and the
 // 32-wide slice of Q^T that one pass of the micro-GEMM streams in L1; the
 // query tile is the smallest multiple of both block sizes that is >= 64, so
 // each staged K/V tile is reused by many query rows. A GPU build of Kokkos
 // would want its own row (smaller scratch per team).
+constexpr FlashTile flash_tile_for(HostIsa isa) {
+  return isa == HostIsa::baseline ? FlashTile{64, 64, 4, 8} : FlashTile{96, 64, 6, 32};
+}
+
+// Without run-time dispatch the single variant is compiled for the build's
+// target, and its row follows that target.
 #if defined(__AVX__)
-inline constexpr FlashTile host_flash_tile{96, 64, 6, 32};
+inline constexpr HostIsa compiled_host_isa = HostIsa::avx2;
 #else
-inline constexpr FlashTile host_flash_tile{64, 64, 4, 8};
+inline constexpr HostIsa compiled_host_isa = HostIsa::baseline;
 #endif
 
-static_assert(host_flash_tile.rows_q % host_flash_tile.block_rows == 0,
-              "query rows must be a multiple of the register block rows");
-static_assert(host_flash_tile.rows_q % host_flash_tile.block_cols == 0,
-              "query rows must be a multiple of the register block columns (S^T has queries as columns)");
-static_assert(host_flash_tile.block_rows * host_flash_tile.block_cols <= 256,
-              "register block larger than any vector register file");
+constexpr bool valid_tile(FlashTile tile) {
+  return tile.rows_q % tile.block_rows == 0      // query rows in whole register-block rows
+         && tile.rows_q % tile.block_cols == 0   // S^T has queries as columns
+         && tile.block_rows * tile.block_cols <= 256;  // fits some vector register file
+}
+static_assert(valid_tile(flash_tile_for(HostIsa::baseline)) && valid_tile(flash_tile_for(HostIsa::avx2)) &&
+              valid_tile(flash_tile_for(HostIsa::avx512)));
 
 }  // namespace mla::kokkos

@@ -132,27 +132,12 @@ KOKKOS_INLINE_FUNCTION float exp2_nonpositive(float input) {
 // vbroadcastss of A and 12 vfmadd231ps zmm into accumulators that stay in
 // registers for the whole depth loop (stored once after it). Without -march
 // the same source becomes SSE2 mulps + addps on xmm registers.
-// Kept out of line on purpose: the function on its own gets the same code
-// generation wherever it is called from. For targets below AVX g++ 12 would
-// rather vectorise the depth loop (shuffles and accumulators in memory, 8x
-// slower than the register-blocked form); the GCC-only optimize attribute
-// leaves it to the straight-line (SLP) vectoriser there, which builds the
-// register blocks. With AVX and wider, the default choice is the good one.
-#if defined(__GNUC__) || defined(__clang__)
-#define MLA_KOKKOS_NOINLINE __attribute__((noinline))
-#else
-#define MLA_KOKKOS_NOINLINE
-#endif
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__AVX__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-#define MLA_KOKKOS_MICRO_GEMM_ATTRIBUTES MLA_KOKKOS_NOINLINE __attribute__((optimize("no-tree-loop-vectorize")))
-#else
-#define MLA_KOKKOS_MICRO_GEMM_ATTRIBUTES MLA_KOKKOS_NOINLINE
-#endif
-
+// Inlined into one out-of-line copy per kernel variant (hot_loops.hpp).
 template <int kRows, int kCols>
-MLA_KOKKOS_MICRO_GEMM_ATTRIBUTES KOKKOS_FUNCTION void micro_gemm(const float* KOKKOS_RESTRICT a, int a_row, int a_depth,
-                                       const float* KOKKOS_RESTRICT b, int ldb, int depth,
-                                       float* KOKKOS_RESTRICT c, int ldc, const float* KOKKOS_RESTRICT row_scale) {
+KOKKOS_FORCEINLINE_FUNCTION void micro_gemm_body(const float* KOKKOS_RESTRICT a, int a_row, int a_depth,
+                                                 const float* KOKKOS_RESTRICT b, int ldb, int depth,
+                                                 float* KOKKOS_RESTRICT c, int ldc,
+                                                 const float* KOKKOS_RESTRICT row_scale) {
   float acc[kRows][kCols];
   for (int r = 0; r < kRows; ++r) {
     const float scale = row_scale ? row_scale[r] : 0.0f;

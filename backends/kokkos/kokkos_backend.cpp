@@ -2,7 +2,11 @@
 // shared host-backend shell (argument checks, results, host-queue guard).
 #include "kokkos_backend.hpp"
 
+#include <cstdlib>
+
 #include "flash_attention.hpp"
+#include "host_isa.hpp"
+#include "mla/error.hpp"
 #include "kokkos_runtime.hpp"
 
 namespace mla::kokkos {
@@ -14,6 +18,16 @@ KokkosBackend::KokkosBackend(const BackendParams& params) : HostBackend(params) 
 void KokkosBackend::attention(const detail::HostAttentionProblem& problem) {
   ensure_initialized();
   flash_attention(problem);
+}
+
+std::string KokkosBackend::kernel_info() const {
+  try {
+    const HostIsa isa = selected_host_isa();
+    return std::string(host_isa_name(isa)) + " variant" +
+           (std::getenv("MLA_KOKKOS_ISA") != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)");
+  } catch (const Error& error) {
+    return error.what();
+  }
 }
 
 void KokkosBackend::merge(const MergeArgs& args) {

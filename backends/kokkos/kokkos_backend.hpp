@@ -14,6 +14,8 @@ class KokkosBackend final : public detail::HostBackend {
   // Initialises Kokkos unless the application already did (kokkos_runtime.hpp).
   explicit KokkosBackend(const BackendParams& params);
   std::string name() const override { return "KOKKOS"; }
+  // The kernel variant (host_isa.hpp) a call would run now, and why.
+  std::string kernel_info() const override;
 
  protected:
   // Kernels run on Kokkos' default host execution space, which reads the

@@ -137,6 +137,11 @@ class PrefillBackend {
 
   virtual bool supports_quant_output(QuantKey key) const;
 
+  // What runs under the name, for reports and benchmarks (e.g. which ISA
+  // variant of the KOKKOS kernel this CPU gets); empty when there is nothing
+  // to add. Never raises: a problem is described in the text instead.
+  virtual std::string kernel_info() const { return {}; }
+
  protected:
   // Shape/dtype checks shared by every backend; raise Error(invalid_argument).
   void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
