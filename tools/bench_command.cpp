@@ -1,10 +1,13 @@
-// mla-prefill bench: times the selected backend on an embedded DeepSeek-V3
-// prefill problem and checks its result against REFERENCE.
+// mla-prefill bench: times the selected backend on a DeepSeek-V3 prefill
+// problem and checks its result against REFERENCE.
 //
-// The problem is small on purpose: REFERENCE (fp64 accumulation, one core) is
-// the fallback when no faster backend is built, and the command must still
-// finish in seconds there. Its lengths are odd and include an empty sequence
-// and a single token, so the timing covers the ragged cases too.
+// The built-in problem is small on purpose: REFERENCE (fp64 accumulation, one
+// core) is the fallback when no faster backend is built, and the command must
+// still finish in seconds there. Its lengths are odd and include an empty
+// sequence and a single token, so the timing covers the ragged cases too.
+// --heads, --lengths, --context, --dims and --dtype replace parts of it (a GPU
+// needs thousands of tokens per sequence to reach its peak); --no-check skips
+// the REFERENCE run, which takes minutes to hours on such shapes.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -25,17 +28,22 @@ namespace {
 struct BenchOptions {
   SelectionOptions selection;
   int repeats = 3;
+  std::optional<int> heads;
+  std::optional<std::string> lengths, context, dims, dtype;
+  bool no_check = false;
 };
 
-// DeepSeek-V3 prefill at tensor-parallel 8: 16 of 128 heads per rank.
+// DeepSeek-V3 prefill at tensor-parallel 8 (16 of 128 heads per rank) unless
+// the options change it.
 struct BenchProblem {
+  bool built_in = true;
   int heads = 16;
   MlaDims dims = deepseek_dims;
   DType dtype = DType::bfloat16;
   std::vector<int> new_lengths{300, 200, 1, 0, 97, 333};     // queries = keys per sequence
   std::vector<int> context_lengths{128, 0, 17, 64, 0, 160};  // cached keys per sequence, one chunk
 
-  // 192^-0.5 * mscale^2 with DeepSeek-V3's YaRN mscale = 0.1 * ln(40) + 1.
+  // dqk^-0.5 * mscale^2 with DeepSeek-V3's YaRN mscale = 0.1 * ln(40) + 1.
   float scale() const {
     const double mscale = 0.1 * std::log(40.0) + 1.0;
     return static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(dims.qk_head_dim())));
@@ -194,11 +202,38 @@ double max_lse_error(const std::vector<float>& lse, const std::vector<float>& re
 
 std::string lengths_text(const std::vector<int>& lengths) { return fmt::format("[{}]", fmt::join(lengths, ", ")); }
 
+BenchProblem make_problem(const BenchOptions& options) {
+  BenchProblem problem;
+  if (options.heads) {
+    if (*options.heads < 1) {
+      raise(ErrorCategory::invalid_argument, "--heads must be at least 1, got " + std::to_string(*options.heads));
+    }
+    problem.heads = *options.heads;
+  }
+  if (options.dims) problem.dims = parse_dims(*options.dims, "--dims");
+  if (options.dtype) problem.dtype = parse_input_dtype(*options.dtype, "--dtype");
+  if (options.lengths) {
+    problem.new_lengths = parse_lengths(*options.lengths, "--lengths");
+    problem.context_lengths.assign(problem.new_lengths.size(), 0);  // no cached keys unless --context says so
+  }
+  if (options.context) {
+    problem.context_lengths = parse_lengths(*options.context, "--context");
+    if (problem.context_lengths.size() != problem.new_lengths.size()) {
+      raise(ErrorCategory::invalid_argument,
+            fmt::format("--context gives {} sequence(s) but the batch has {} ({}): one cached length per sequence",
+                        problem.context_lengths.size(), problem.new_lengths.size(),
+                        options.lengths ? "--lengths" : "the built-in batch"));
+    }
+  }
+  problem.built_in = !options.heads && !options.dims && !options.dtype && !options.lengths && !options.context;
+  return problem;
+}
+
 int run_bench(const BenchOptions& options) {
   if (options.repeats < 1) {
     raise(ErrorCategory::invalid_argument, "--repeats must be at least 1, got " + std::to_string(options.repeats));
   }
-  const BenchProblem problem;
+  const BenchProblem problem = make_problem(options);
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
   const Selection selection = selector.select(SelectorConfig{problem.dtype, problem.dims}, platform);
@@ -225,9 +260,10 @@ int run_bench(const BenchOptions& options) {
   // The oracle: the library's own REFERENCE (not a configured override) on the same inputs.
   const bool is_reference = selection.kind == MlaPrefillBackendKind::REFERENCE && selection.name == "REFERENCE" &&
                             backend->name() == "REFERENCE";
-  PhaseResult reference_new, reference_step;  // left empty when the backend is REFERENCE
-  if (!is_reference) {
-    progress.report("running REFERENCE for the error check");
+  const bool check = !is_reference && !options.no_check;
+  PhaseResult reference_new, reference_step;  // left empty without a check
+  if (check) {
+    progress.report("running REFERENCE for the error check (--no-check skips it)");
     Queue host = Queue::host();
     const std::unique_ptr<PrefillBackend> reference =
         builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
@@ -238,7 +274,8 @@ int run_bench(const BenchOptions& options) {
   }
   progress.finish();
 
-  std::cout << fmt::format("mla-prefill bench: DeepSeek-V3 prefill at TP8\n");
+  std::cout << fmt::format("mla-prefill bench: {}\n", problem.built_in ? "DeepSeek-V3 prefill at TP8"
+                                                                         : "DeepSeek-V3 prefill, shape from the options");
   std::cout << fmt::format("platform   {}\n", describe_platform(platform));
   std::cout << fmt::format("backend    {} ({})\n", backend->name(), selection.why);
   if (const std::string kernel = backend->kernel_info(); !kernel.empty()) {
@@ -252,16 +289,19 @@ int run_bench(const BenchOptions& options) {
                            lengths_text(problem.context_lengths), problem.num_context());
   std::cout << fmt::format("timing     median of {} run(s) after 1 warm-up, events on the queue\n", options.repeats);
   std::cout << fmt::format("reference  {}\n\n", is_reference ? "the backend is REFERENCE itself: errors are 0 (self)"
-                                                             : "REFERENCE (fp64 accumulation) on the same inputs");
+                                          : check ? "REFERENCE (fp64 accumulation) on the same inputs"
+                                                  : "not run (--no-check): errors are not known");
 
   std::cout << fmt::format("{:<32} {:>8} {:>11} {:>9} {:>12} {:>12}\n", "phase", "GFLOP", "median ms", "TFLOP/s",
                            "rel. error", "max LSE err");
   const auto row = [&](const std::string& name, double flops, const Timing& timing, const PhaseResult& reference) {
     const double tflops = timing.median_ms > 0 ? flops / (timing.median_ms * 1e-3) / 1e12 : 0.0;
-    const std::string rel =
-        is_reference ? "0 (self)" : fmt::format("{:.3e}", relative_error(timing.result.out, reference.out));
-    const std::string lse =
-        is_reference ? "0 (self)" : fmt::format("{:.3e}", max_lse_error(timing.result.lse, reference.lse));
+    const std::string rel = is_reference ? "0 (self)"
+                            : check      ? fmt::format("{:.3e}", relative_error(timing.result.out, reference.out))
+                                         : "-";
+    const std::string lse = is_reference ? "0 (self)"
+                            : check      ? fmt::format("{:.3e}", max_lse_error(timing.result.lse, reference.lse))
+                                         : "-";
     std::cout << fmt::format("{:<32} {:>8.3f} {:>11.3f} {:>9.4g} {:>12} {:>12}\n", name, flops / 1e9, timing.median_ms,
                              tflops, rel, lse);
   };
@@ -279,6 +319,15 @@ Command add_bench_command(CLI::App& parent) {
   options->selection.add_to(*app);
   app->add_option("--repeats", options->repeats, "timed runs after one warm-up; the median is reported")
       ->capture_default_str();
+  add_optional(*app, "--heads", options->heads, "query heads (default 16, DeepSeek-V3's 128 at TP8)");
+  add_optional(*app, "--lengths", options->lengths,
+               "new tokens per sequence, e.g. 4096 or 1024,0,3000 (default 300,200,1,0,97,333)");
+  add_optional(*app, "--context", options->context,
+               "cached keys per sequence in one context chunk, one per sequence (default 128,0,17,64,0,160 for the "
+               "built-in batch, none with --lengths)");
+  add_optional(*app, "--dims", options->dims, "MLA dims P,R,V (default 128,64,128)");
+  add_optional(*app, "--dtype", options->dtype, "bf16, fp16 or fp32 (default bf16)");
+  app->add_flag("--no-check", options->no_check, "skip the REFERENCE run that measures the errors");
   return {app, [options] { return run_bench(*options); }};
 }
 

@@ -58,6 +58,32 @@ MlaDims parse_dims(const std::string& text, const char* flag) {
   return MlaDims{values[0], values[1], values[2]};
 }
 
+std::vector<int> parse_lengths(const std::string& text, const char* flag) {
+  std::vector<int> lengths;
+  std::int64_t total = 0;
+  const char* cursor = text.data();
+  const char* end = text.data() + text.size();
+  while (true) {
+    int value = 0;
+    const auto [next, error] = std::from_chars(cursor, end, value);
+    const bool separator_ok = next == end || *next == ',';
+    if (error != std::errc() || !separator_ok || value < 0) {
+      raise(ErrorCategory::invalid_argument,
+            std::string(flag) + " must be non-negative integers separated by commas (e.g. 4096,0,17), got '" + text +
+                "'");
+    }
+    lengths.push_back(value);
+    total += value;
+    if (total > std::numeric_limits<std::int32_t>::max()) {
+      raise(ErrorCategory::invalid_argument,
+            std::string(flag) + " adds up to more tokens than int32 cu_seqlens can index: '" + text + "'");
+    }
+    if (next == end) break;
+    cursor = next + 1;
+  }
+  return lengths;
+}
+
 DType parse_input_dtype(const std::string& text, const char* flag) {
   std::optional<DType> dtype;
   try {

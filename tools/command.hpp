@@ -65,6 +65,9 @@ bool is_explicit_choice(const Selector& selector);
 
 // "P,R,V" as three positive integers; raises Error(invalid_argument) naming `flag`.
 MlaDims parse_dims(const std::string& text, const char* flag);
+// "L1,L2,..." as one or more non-negative integers whose sum fits int32
+// cu_seqlens; raises Error(invalid_argument) naming `flag`.
+std::vector<int> parse_lengths(const std::string& text, const char* flag);
 // bf16, fp16 or fp32 (and their long names); fp8 is not an attention input.
 DType parse_input_dtype(const std::string& text, const char* flag);
 

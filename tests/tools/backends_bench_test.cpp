@@ -198,5 +198,56 @@ TEST(ToolBench, RejectsNonPositiveRepeats) {
   expect_one_error_line(run_tool({"bench", "--repeats", "0"}), {"--repeats must be at least 1, got 0"});
 }
 
+
+TEST(ToolBench, ShapeFromTheOptions) {
+  const ToolResult result = run_tool({"bench", "--backend", "REFERENCE", "--repeats", "1", "--heads", "2", "--dims",
+                                      "16,8,32", "--dtype", "fp32", "--lengths", "5,0,3", "--context", "2,1,0"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.out, "shape from the options")) << result.out;
+  EXPECT_TRUE(contains(result.out, "H=2, dims (qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=32), float32"))
+      << result.out;
+  EXPECT_TRUE(contains(result.out, "new tokens [5, 0, 3] (8 queries); one context chunk [2, 1, 0] (3 keys)"))
+      << result.out;
+  // CONTRACT.md §8: causal 2 * (24 + 32) * (25 + 9) = 3808 flops; the chunk adds
+  // 2 * 2 * 56 * (5 * 2) = 2240.
+  const std::vector<std::string> new_tokens = bench_columns(result.out, "new tokens (causal)");
+  ASSERT_EQ(new_tokens.size(), 7u) << result.out;
+  EXPECT_DOUBLE_EQ(std::stod(new_tokens[0]), 0.0);  // 3.8e-6 GFLOP prints as 0.000
+  const std::vector<std::string> step = bench_columns(result.out, "prefill step (+1 chunk, merge)");
+  ASSERT_EQ(step.size(), 7u) << result.out;
+}
+
+TEST(ToolBench, LengthsWithoutContextMeanAnEmptyChunk) {
+  const ToolResult result =
+      run_tool({"bench", "--backend", "REFERENCE", "--repeats", "1", "--lengths", "7,1", "--heads", "1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.out, "new tokens [7, 1] (8 queries); one context chunk [0, 0] (0 keys)")) << result.out;
+}
+
+TEST(ToolBench, NoCheckSkipsTheReference) {
+  const ToolResult result = run_tool({"bench", "--repeats", "1", "--no-check", "--lengths", "33", "--heads", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  if (contains(line_starting_with(result.out, "backend"), "REFERENCE")) GTEST_SKIP() << "REFERENCE selected here";
+  EXPECT_TRUE(contains(result.out, "not run (--no-check)")) << result.out;
+  const std::vector<std::string> columns = bench_columns(result.out, "new tokens (causal)");
+  ASSERT_EQ(columns.size(), 5u) << result.out;
+  EXPECT_EQ(columns[3] + columns[4], "--");
+}
+
+TEST(ToolBench, BadShapeOptionsAreOneClearError) {
+  expect_one_error_line(run_tool({"bench", "--heads", "0"}), {"--heads must be at least 1, got 0"});
+  expect_one_error_line(run_tool({"bench", "--lengths", "4,-1"}),
+                        {"--lengths must be non-negative integers separated by commas", "'4,-1'"});
+  expect_one_error_line(run_tool({"bench", "--lengths", "4,,5"}), {"--lengths must be non-negative integers"});
+  expect_one_error_line(run_tool({"bench", "--lengths", "2000000000,2000000000"}),
+                        {"--lengths adds up to more tokens than int32 cu_seqlens can index"});
+  expect_one_error_line(run_tool({"bench", "--context", "1,2"}),
+                        {"--context gives 2 sequence(s) but the batch has 6 (the built-in batch)"});
+  expect_one_error_line(run_tool({"bench", "--lengths", "3", "--context", "1,2"}),
+                        {"--context gives 2 sequence(s) but the batch has 1 (--lengths)"});
+  expect_one_error_line(run_tool({"bench", "--dims", "192,64"}), {"--dims must be three positive integers"});
+  expect_one_error_line(run_tool({"bench", "--dtype", "fp8"}), {"--dtype must be bf16, fp16 or fp32"});
+}
+
 }  // namespace
 }  // namespace mla::tools::test
