@@ -127,12 +127,13 @@ KOKKOS_INLINE_FUNCTION float exp2_nonpositive(float input) {
 // B's row with A's element broadcast, so no horizontal reduction is needed and
 // the compiler vectorises it without -ffast-math.
 //
-// Checked with objdump on g++ 12 -O3 -march=native (AVX-512, 6 x 32 block):
-// per depth step the loop body is 2 vmovups of B into registers, 6
-// vbroadcastss of A and 12 vfmadd231ps zmm into accumulators that stay in
-// registers for the whole depth loop (stored once after it). Without -march
-// the same source becomes SSE2 mulps + addps on xmm registers.
 // Inlined into one out-of-line copy per kernel variant (hot_loops.hpp).
+// Checked with objdump on g++ 12 -O3 in the portable build: the depth loop of
+// the avx512 variant (6 x 32) is 6 vbroadcastss of A and 12 vfmadd231ps zmm
+// into accumulators held in registers for the whole loop; the avx2 variant
+// issues 24 vfmadd231ps ymm per step, with some accumulators on the stack (16
+// ymm registers); the baseline variant (4 x 8) is SSE2 mulps + addps. No
+// AVX instruction appears outside the HotLoops functions.
 template <int kRows, int kCols>
 KOKKOS_FORCEINLINE_FUNCTION void micro_gemm_body(const float* KOKKOS_RESTRICT a, int a_row, int a_depth,
                                                  const float* KOKKOS_RESTRICT b, int ldb, int depth,
