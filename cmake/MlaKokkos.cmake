@@ -16,6 +16,10 @@ if(TARGET Kokkos::kokkos)
   endforeach()
   if(mla_kokkos_usable)
     set(MLA_KOKKOS_TARGET Kokkos::kokkos)
+    # What a static libmla's consumers link: the package, found again by
+    # mlaprefillConfig.cmake.
+    set(MLA_KOKKOS_INSTALL_LINK Kokkos::kokkos)
+    set(MLA_KOKKOS_FROM_PACKAGE TRUE)
     message(STATUS "Kokkos: using Kokkos::kokkos ${Kokkos_VERSION}")
     return()
   endif()
@@ -31,4 +35,8 @@ add_library(mla_kokkos INTERFACE IMPORTED GLOBAL)
 target_include_directories(mla_kokkos SYSTEM INTERFACE ${MLA_KOKKOS_INCLUDE_DIR})
 target_link_libraries(mla_kokkos INTERFACE ${MLA_KOKKOS_CORE_LIBRARY} ${CMAKE_DL_LIBS})
 set(MLA_KOKKOS_TARGET mla_kokkos)
+# mla_kokkos is local to this build; a static libmla's consumers link the
+# library file itself.
+set(MLA_KOKKOS_INSTALL_LINK ${MLA_KOKKOS_CORE_LIBRARY} ${CMAKE_DL_LIBS})
+set(MLA_KOKKOS_FROM_PACKAGE FALSE)
 message(STATUS "Kokkos: headers ${MLA_KOKKOS_INCLUDE_DIR}, library ${MLA_KOKKOS_CORE_LIBRARY}")
