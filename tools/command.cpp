@@ -1,5 +1,6 @@
 #include "command.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
@@ -42,46 +43,45 @@ bool is_explicit_choice(const Selector& selector) {
   return selector.config().backend != "auto";
 }
 
-MlaDims parse_dims(const std::string& text, const char* flag) {
-  int values[3] = {0, 0, 0};
-  const char* cursor = text.data();
-  const char* end = text.data() + text.size();
-  for (int i = 0; i < 3; ++i) {
-    const auto [next, error] = std::from_chars(cursor, end, values[i]);
-    const bool separator_ok = i < 2 ? (next != end && *next == ',') : next == end;
-    if (error != std::errc() || !separator_ok || values[i] <= 0) {
-      raise(ErrorCategory::invalid_argument,
-            std::string(flag) + " must be three positive integers P,R,V (e.g. 128,64,128), got '" + text + "'");
-    }
-    cursor = next + 1;
-  }
-  return MlaDims{values[0], values[1], values[2]};
-}
-
-std::vector<int> parse_lengths(const std::string& text, const char* flag) {
-  std::vector<int> lengths;
-  std::int64_t total = 0;
+// "A,B,..." as ints; nullopt when any piece is not an int (empty pieces,
+// stray characters, overflow).
+std::optional<std::vector<int>> split_ints(const std::string& text) {
+  std::vector<int> values;
   const char* cursor = text.data();
   const char* end = text.data() + text.size();
   while (true) {
     int value = 0;
     const auto [next, error] = std::from_chars(cursor, end, value);
-    const bool separator_ok = next == end || *next == ',';
-    if (error != std::errc() || !separator_ok || value < 0) {
-      raise(ErrorCategory::invalid_argument,
-            std::string(flag) + " must be non-negative integers separated by commas (e.g. 4096,0,17), got '" + text +
-                "'");
-    }
-    lengths.push_back(value);
-    total += value;
-    if (total > std::numeric_limits<std::int32_t>::max()) {
-      raise(ErrorCategory::invalid_argument,
-            std::string(flag) + " adds up to more tokens than int32 cu_seqlens can index: '" + text + "'");
-    }
-    if (next == end) break;
+    if (error != std::errc() || (next != end && *next != ',')) return std::nullopt;
+    values.push_back(value);
+    if (next == end) return values;
     cursor = next + 1;
   }
-  return lengths;
+}
+
+MlaDims parse_dims(const std::string& text, const char* flag) {
+  const std::optional<std::vector<int>> values = split_ints(text);
+  if (!values || values->size() != 3 || std::any_of(values->begin(), values->end(), [](int v) { return v <= 0; })) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(flag) + " must be three positive integers P,R,V (e.g. 128,64,128), got '" + text + "'");
+  }
+  return MlaDims{(*values)[0], (*values)[1], (*values)[2]};
+}
+
+std::vector<int> parse_lengths(const std::string& text, const char* flag) {
+  const std::optional<std::vector<int>> lengths = split_ints(text);
+  if (!lengths || std::any_of(lengths->begin(), lengths->end(), [](int v) { return v < 0; })) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(flag) + " must be non-negative integers separated by commas (e.g. 4096,0,17), got '" + text +
+              "'");
+  }
+  std::int64_t total = 0;
+  for (int length : *lengths) total += length;
+  if (total > std::numeric_limits<std::int32_t>::max()) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(flag) + " adds up to more tokens than int32 cu_seqlens can index: '" + text + "'");
+  }
+  return *lengths;
 }
 
 DType parse_input_dtype(const std::string& text, const char* flag) {

@@ -10,10 +10,11 @@ namespace {
 
 constexpr HostIsa kAll[] = {HostIsa::baseline, HostIsa::avx2, HostIsa::avx512};
 
-std::string supported_list() {
+// The variants' names, comma-separated; only those this CPU runs if asked.
+std::string variant_list(bool only_supported) {
   std::string names;
   for (HostIsa isa : kAll) {
-    if (!host_isa_supported(isa)) continue;
+    if (only_supported && !host_isa_supported(isa)) continue;
     if (!names.empty()) names += ", ";
     names += host_isa_name(isa);
   }
@@ -21,6 +22,11 @@ std::string supported_list() {
 }
 
 }  // namespace
+
+const char* requested_host_isa() {
+  const char* requested = std::getenv("MLA_KOKKOS_ISA");
+  return requested != nullptr && *requested != '\0' ? requested : nullptr;
+}
 
 std::string_view host_isa_name(HostIsa isa) {
   switch (isa) {
@@ -47,19 +53,18 @@ bool host_isa_supported(HostIsa isa) {
 }
 
 HostIsa selected_host_isa() {
-  const char* requested = std::getenv("MLA_KOKKOS_ISA");
-  if (requested != nullptr && *requested != '\0') {
+  if (const char* requested = requested_host_isa()) {
     for (HostIsa isa : kAll) {
       if (host_isa_name(isa) != requested) continue;
       if (!host_isa_supported(isa)) {
         raise(ErrorCategory::config, std::string("MLA_KOKKOS_ISA=") + requested +
-                                         ": this CPU or build cannot run it; supported here: " + supported_list());
+                                         ": this CPU or build cannot run it; supported here: " + variant_list(true));
       }
       return isa;
     }
     raise(ErrorCategory::config, std::string("MLA_KOKKOS_ISA=") + requested +
-                                     " is not a KOKKOS kernel variant; valid: baseline, avx2, avx512 (supported here: " +
-                                     supported_list() + ")");
+                                     " is not a KOKKOS kernel variant; valid: " + variant_list(false) +
+                                     " (supported here: " + variant_list(true) + ")");
   }
   for (HostIsa isa : {HostIsa::avx512, HostIsa::avx2}) {
     if (host_isa_supported(isa)) return isa;

@@ -34,6 +34,9 @@ std::string_view host_isa_name(HostIsa isa);
 // the others when the build has no dispatch).
 bool host_isa_supported(HostIsa isa);
 
+// MLA_KOKKOS_ISA when set and not empty, else nullptr.
+const char* requested_host_isa();
+
 // The variant the kernel runs: the widest supported one, or the one named by
 // MLA_KOKKOS_ISA (baseline, avx2, avx512), which may only lower it. An unknown
 // name, or one this CPU cannot run, raises Error(config) naming the variable,

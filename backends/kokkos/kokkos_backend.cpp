@@ -2,8 +2,6 @@
 // shared host-backend shell (argument checks, results, host-queue guard).
 #include "kokkos_backend.hpp"
 
-#include <cstdlib>
-
 #include "flash_attention.hpp"
 #include "host_isa.hpp"
 #include "mla/error.hpp"
@@ -24,7 +22,7 @@ std::string KokkosBackend::kernel_info() const {
   try {
     const HostIsa isa = selected_host_isa();
     return std::string(host_isa_name(isa)) + " variant" +
-           (std::getenv("MLA_KOKKOS_ISA") != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)");
+           (requested_host_isa() != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)");
   } catch (const Error& error) {
     return error.what();
   }
