@@ -1,7 +1,7 @@
 // Instantiations for qk head dim 192, v head dim 128: bf16 and fp16, causal and
 // non-causal. One file per head-dim pair so a parallel build compiles them side by side.
 #include "flash_instances.hpp"
-#include "flash_kernel.cuh"
+#include "flash_kernel_launch.cuh"
 
 namespace mla::cuda_flash {
 

@@ -15,7 +15,7 @@ namespace mla::cuda_flash {
 using gpu_flash::FlashParams;
 
 // Launches flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>; `shared_limit`
-// is the device's opt-in shared memory per block. Defined in flash_kernel.cuh.
+// is the device's opt-in shared memory per block. Defined in flash_kernel_launch.cuh.
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit);
 

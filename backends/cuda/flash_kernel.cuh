@@ -1,6 +1,8 @@
 // The CUDA_FLASH forward kernel (the FlashAttention-2 algorithm on
-// mma.sync.m16n8k16) and its launcher. Included only by the instantiation
-// files flash_dqk*_dv*.cu.
+// mma.sync.m16n8k16). Its launcher is in flash_kernel_launch.cuh; the GPU
+// emulator (backends/simt) compiles this same header with a host compiler,
+// so it names no vendor runtime header: the device builtins come through
+// sm80_primitives.cuh.
 //
 // One thread block per (work item, head); a work item is one query tile of
 // one sequence, heaviest first. Each warp owns 16 query rows. Per key tile:
@@ -12,21 +14,14 @@
 // fp8 e4m3) and the natural-log LSE.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <climits>
+#include <cmath>
 #include <cstdint>
-#include <string>
-#include <type_traits>
 
 #include "cuda_hip/flash_params.hpp"
-#include "cuda_hip/gpu_runtime.hpp"
 #include "cuda_hip/numeric.hpp"
 #include "cuda_hip/softmax.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "flash_config.hpp"
-#include "flash_instances.hpp"
 #include "fragment_layout.hpp"
 #include "sm80_primitives.cuh"
 
@@ -332,40 +327,6 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       p.lse[static_cast<std::int64_t>(head) * p.lse_head_stride + token * p.lse_token_stride] = lse;
     }
   }
-}
-
-template <class T>
-constexpr const char* element_name() {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return "bfloat16";
-  } else {
-    return "float16";
-  }
-}
-
-// Launches one instantiation; `shared_limit` is the device's opt-in shared
-// memory per block.
-template <class T, int HeadDimQk, int HeadDimV, bool Causal>
-void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit) {
-  constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
-  const std::string name = std::string("flash_forward<") + element_name<T>() + ", " + std::to_string(HeadDimQk) + ", " +
-                           std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
-  if (cfg.shared_bytes() > shared_limit) {
-    raise(ErrorCategory::not_supported, name + " needs " + std::to_string(cfg.shared_bytes()) +
-                                            " bytes of shared memory per block; the device allows " +
-                                            std::to_string(shared_limit));
-  }
-  const std::int64_t blocks = static_cast<std::int64_t>(params.num_work) * params.num_heads;
-  if (blocks == 0) return;
-  if (blocks > INT_MAX) {
-    raise(ErrorCategory::invalid_argument,
-          name + ": " + std::to_string(blocks) + " thread blocks exceed the grid limit; split the batch");
-  }
-  auto* kernel = &flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>;
-  gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(cfg.shared_bytes()), name);
-  kernel<<<static_cast<unsigned>(blocks), cfg.threads(), cfg.shared_bytes(), stream>>>(params);
-  gpu::check_launch(name, std::to_string(params.num_work) + " work items x " + std::to_string(params.num_heads) +
-                              " heads, " + std::to_string(cfg.shared_bytes()) + " bytes of shared memory");
 }
 
 }  // namespace mla::cuda_flash

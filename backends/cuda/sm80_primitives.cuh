@@ -1,8 +1,12 @@
 // The sm_80 instructions the kernel is built from, as inline PTX: cp.async
 // with zero fill, ldmatrix (plain and transposed), mma.sync m16n8k16 with fp32
 // accumulation, and the register packing of two floats into bf16x2 / f16x2.
+// Under the GPU emulator (tests only) the same names come from simt/sm80.hpp.
 #pragma once
 
+#if defined(MLA_SIMT_EMULATION)
+#include "simt/sm80.hpp"
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -87,3 +91,4 @@ struct Pack2<__half> {
 };
 
 }  // namespace mla::cuda_flash::sm80
+#endif  // MLA_SIMT_EMULATION

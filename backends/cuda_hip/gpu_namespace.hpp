@@ -4,7 +4,9 @@
 // vendor runtime header.
 #pragma once
 
-#if defined(MLA_HIP_COMPILE)
+#if defined(MLA_SIMT_EMULATION)
+#define MLA_GPU_NAMESPACE emulated
+#elif defined(MLA_HIP_COMPILE)
 #define MLA_GPU_NAMESPACE hip
 #else
 #define MLA_GPU_NAMESPACE cuda

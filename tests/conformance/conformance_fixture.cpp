@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include "mla/detail/builtin.hpp"
+#if defined(MLA_CONFORMANCE_EMULATED)
+#include "simt/emulated_backends.hpp"
+#endif
 
 #ifndef MLA_CONFORMANCE_BACKEND
 #error "define MLA_CONFORMANCE_BACKEND as the member name under test (mla_add_conformance does)"
@@ -84,13 +87,32 @@ DeviceBackend device_backend_for(const std::string& backend_name) {
   return DeviceBackend::host;
 }
 
+namespace {
+
+// The backend under test: a registry member, or (MLA_CONFORMANCE_EMULATED) a
+// GPU backend whose kernels run under the GPU emulator on the host queue.
+BackendEntry entry_under_test(const std::string& name) {
+#if defined(MLA_CONFORMANCE_EMULATED)
+  (void)name;
+  return MLA_CONFORMANCE_EMULATED;
+#else
+  MlaPrefillRegistry& registry = mla_prefill_registry();
+  return registry.resolve(registry.parse(name));
+#endif
+}
+
+}  // namespace
+
 void Conformance::SetUp() {
   const std::string name = MLA_CONFORMANCE_BACKEND;
-  MlaPrefillRegistry& registry = mla_prefill_registry();
-  const BackendEntry entry = registry.resolve(registry.parse(name));
+  const BackendEntry entry = entry_under_test(name);
   description_ = entry.description;
 
+#if defined(MLA_CONFORMANCE_EMULATED)
+  const DeviceBackend device = DeviceBackend::host;
+#else
   const DeviceBackend device = device_backend_for(name);
+#endif
   std::string missing;
   if (device != DeviceBackend::host && !device_backend_built(device))
     missing = "this build has no " + std::string(device_backend_name(device)) + " support";

@@ -3,6 +3,11 @@
 // work list, keys beyond queries, chunks without keys, fp8 output, both merge
 // paths, and the argument checks that only this backend makes. The shared
 // conformance suite (conformance_cuda_flash) covers the contract as a whole.
+//
+// Compiled twice: against a CUDA device, and (MLA_TEST_EMULATED_CUDA) against
+// the same backend class and kernel source run by the GPU emulator on the
+// host queue, where every case also runs with the threads scheduled in
+// reverse order.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +15,9 @@
 
 #include "gpu_test_support.hpp"
 #include "mla/detail/builtin.hpp"
+#if defined(MLA_TEST_EMULATED_CUDA)
+#include "simt/emulated_backends.hpp"
+#endif
 
 namespace mla {
 namespace {
@@ -33,13 +41,18 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 class CudaFlashTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
+#if defined(MLA_TEST_EMULATED_CUDA)
+    const BackendEntry entry = simt::emulated_cuda_flash_entry();
+#else
     MLA_REQUIRE_CUDA_DEVICE();
     queue_ = Queue(DeviceBackend::cuda, 0);
+    const BackendEntry entry = detail::cuda_flash_backend_entry();
+#endif
     params_.num_heads = 3;
     params_.dims = GetParam().dims;
     params_.dtype = GetParam().dtype;
     params_.scale = 1.0f / std::sqrt(static_cast<float>(params_.dims.qk_head_dim()));
-    backend_ = detail::cuda_flash_backend_entry().factory(params_);
+    backend_ = entry.factory(params_);
     reference_ = detail::reference_backend_entry().factory(params_);
   }
 
@@ -181,6 +194,7 @@ TEST_P(CudaFlashTest, RejectsOperandsTheKernelCannotRead) {
   odd_rows.stride[1] = params_.dims.qk_head_dim() + 1;
   odd_rows.stride[0] = odd_rows.stride[1] * params_.num_heads;
   expect_invalid(odd_rows, "head strides that are not multiples of 16 bytes");
+#if !defined(MLA_TEST_EMULATED_CUDA)  // the emulated device is the host
   TensorView q_host = q.host_view;
   expect_invalid(q_host, "q in host memory");
 
@@ -191,6 +205,7 @@ TEST_P(CudaFlashTest, RejectsOperandsTheKernelCannotRead) {
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::not_supported) << error.what();
   }
+#endif
 }
 
 TEST_P(CudaFlashTest, MergeTakesTheVectorAndTheScalarPath) {

@@ -1,0 +1,63 @@
+// The CUDA device surface the kernels use, for a host compiler under the
+// emulator (MLA_SIMT_EMULATION): qualifiers, thread and block indices,
+// __syncthreads, __shfl_xor_sync, min, and the fp16/bf16 types with the
+// conversions the kernels call. Call sites reach the emulator's messages
+// through __FILE__/__LINE__ and __builtin_FILE/__builtin_LINE defaults.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "cuda_hip/numeric.hpp"
+#include "simt/emulator.hpp"
+#include "simt/half.hpp"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+
+#define threadIdx (::mla::simt::thread_index())
+#define blockIdx (::mla::simt::block_index())
+#define blockDim (::mla::simt::block_dim())
+#define gridDim (::mla::simt::grid_dim())
+#define __syncthreads() ::mla::simt::sync_threads(::mla::simt::Site{__FILE__, __LINE__})
+
+inline float __shfl_xor_sync(unsigned member_mask, float value, int lane_mask, int width = 32,
+                             const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  bits = ::mla::simt::shfl_xor(bits, lane_mask, width, member_mask, ::mla::simt::Site{file, line});
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+
+// 16-bit floats as their bits: the kernels only convert and move them.
+struct __half {
+  std::uint16_t bits;
+};
+struct __half2 {
+  __half x, y;
+};
+struct __nv_bfloat16 {
+  std::uint16_t bits;
+};
+struct __nv_bfloat162 {
+  __nv_bfloat16 x, y;
+};
+
+inline __half __float2half_rn(float value) { return {::mla::simt::float_to_half(value)}; }
+inline float __half2float(__half value) { return ::mla::simt::half_to_float(value.bits); }
+inline __half __ushort_as_half(unsigned short bits) { return {bits}; }
+inline unsigned short __half_as_ushort(__half value) { return value.bits; }
+inline __half2 __floats2half2_rn(float lo, float hi) { return {__float2half_rn(lo), __float2half_rn(hi)}; }
+inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) {
+  return {{::mla::gpu_numeric::float_to_bf16(lo)}, {::mla::gpu_numeric::float_to_bf16(hi)}};
+}

@@ -1,0 +1,81 @@
+#include "simt/emulated_backends.hpp"
+
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cuda/flash_config.hpp"
+#include "cuda_hip/flash_dims.hpp"
+#include "cuda_hip/gpu_flash_backend.hpp"
+#include "hip/flash_config.hpp"
+#include "simt/cuda_flash_emulated.hpp"
+#include "simt/merge_emulated.hpp"
+
+namespace mla::simt {
+namespace {
+
+bool flash_dtype(DType dtype) { return dtype == DType::bfloat16 || dtype == DType::float16; }
+
+std::optional<gpu_flash::KernelTile> cuda_tile(DType dtype, int head_dim_qk, int head_dim_v) {
+  const cuda_flash::FlashTileConfig* tile = cuda_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
+  if (tile == nullptr || !flash_dtype(dtype)) return std::nullopt;
+  return gpu_flash::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows, tile->block_cols};
+}
+
+std::optional<gpu_flash::KernelTile> hip_tile(DType dtype, int head_dim_qk, int head_dim_v) {
+  const hip_flash::FlashTileConfig* tile = hip_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
+  if (tile == nullptr || !flash_dtype(dtype) || !hip_flash_emulated_built()) return std::nullopt;
+  return gpu_flash::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
+}
+
+void cuda_launch(Queue&, const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
+  launch_cuda_flash_emulated(params, dtype, head_dim_qk, head_dim_v);
+}
+
+void hip_launch_gfx90a(Queue&, const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
+  launch_hip_flash_emulated(params, dtype, head_dim_qk, head_dim_v, AmdTarget::gfx90a);
+}
+
+void hip_launch_gfx908(Queue&, const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
+  launch_hip_flash_emulated(params, dtype, head_dim_qk, head_dim_v, AmdTarget::gfx908);
+}
+
+void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
+
+// The emulated device is the host: its queue is the host queue, its memory host memory.
+constexpr gpu_flash::FlashVendor cuda_vendor{
+    "CUDA_FLASH (emulated)", DeviceBackend::host, "host", nullptr, cuda_tile, cuda_launch, merge,
+};
+constexpr gpu_flash::FlashVendor hip_gfx90a_vendor{
+    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, "host", nullptr, hip_tile, hip_launch_gfx90a, merge,
+};
+constexpr gpu_flash::FlashVendor hip_gfx908_vendor{
+    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, "host", nullptr, hip_tile, hip_launch_gfx908, merge,
+};
+
+BackendEntry entry_for(const gpu_flash::FlashVendor& vendor, Availability availability) {
+  BackendDescription description;
+  description.name = vendor.backend_name;
+  description.dtypes = {DType::float16, DType::bfloat16};
+  description.dims.assign(std::begin(gpu_flash::flash_dims), std::end(gpu_flash::flash_dims));
+  description.fp8_output = true;
+  description.availability = [availability] { return availability; };
+  BackendFactory factory = [&vendor](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
+    return std::make_unique<gpu_flash::GpuFlashBackend>(params, vendor);
+  };
+  return {std::move(description), std::move(factory)};
+}
+
+}  // namespace
+
+BackendEntry emulated_cuda_flash_entry() { return entry_for(cuda_vendor, Availability{}); }
+
+BackendEntry emulated_hip_flash_entry(AmdTarget target) {
+  const Availability availability =
+      hip_flash_emulated_built() ? Availability{}
+                                 : Availability{false, "the build found no clang 15 or newer to compile the HIP kernel"};
+  return entry_for(target == AmdTarget::gfx908 ? hip_gfx908_vendor : hip_gfx90a_vendor, availability);
+}
+
+}  // namespace mla::simt

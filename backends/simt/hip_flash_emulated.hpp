@@ -1,0 +1,25 @@
+// The HIP_FLASH kernel source run by the emulator. Its instantiations are
+// compiled by clang (the kernel uses ext_vector_type), in hip_flash_emulated.cpp;
+// without a clang the build compiles hip_flash_unavailable.cpp instead.
+#pragma once
+
+#include "cuda_hip/flash_params.hpp"
+#include "mla/dtype.hpp"
+
+namespace mla::simt {
+
+// Which AMD target's MFMA forms the emulated kernel uses: gfx90a has the
+// 4-wide bf16 product (v_mfma_f32_32x32x8bf16_1k), gfx908 two 2-wide ones.
+enum class AmdTarget { gfx90a, gfx908 };
+
+// Whether this build compiled the emulated HIP_FLASH kernels.
+bool hip_flash_emulated_built();
+
+// Runs hip_flash::flash_forward_kernel<dtype, qk, v> over the grid the real
+// launcher uses (num_work x num_heads workgroups of the tile's threads, wave64)
+// under the emulator. Raises Error(not_supported) for dims without a tile and
+// Error(device) for a hazard.
+void launch_hip_flash_emulated(const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
+                               AmdTarget target = AmdTarget::gfx90a);
+
+}  // namespace mla::simt
