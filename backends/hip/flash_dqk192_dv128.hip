@@ -1,6 +1,6 @@
 // Instantiations for qk head dim 192, v head dim 128: bf16 and fp16. One file per
 // head-dim pair so a parallel build compiles them side by side.
-#include "flash_kernel.hpp"
+#include "flash_kernel_launch.hpp"
 
 namespace mla::hip_flash {
 

@@ -1,6 +1,7 @@
 // The HIP_FLASH forward kernel (the FlashAttention-2 algorithm on 32x32x8
-// MFMA, wave64) and its launcher. Included only by the instantiation files
-// flash_dqk*_dv*.hip.
+// MFMA, wave64). Its launcher is in flash_kernel_launch.hpp; the GPU emulator
+// (backends/simt) compiles this same header with a host clang, so it names no
+// vendor runtime header: the device builtins come through mfma.hpp.
 //
 // One workgroup per (work item, head); a work item is one query tile of one
 // sequence, heaviest first. Each wave owns 32 query rows, held as B operands
@@ -20,19 +21,14 @@
 // a row without keys gets 0 and -inf.
 #pragma once
 
-#include <hip/hip_runtime.h>
-
 #include <cmath>
 #include <cstdint>
-#include <string>
 
 #include "cuda_hip/flash_params.hpp"
-#include "cuda_hip/gpu_runtime.hpp"
 #include "cuda_hip/numeric.hpp"
 #include "cuda_hip/softmax.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "flash_config.hpp"
-#include "flash_instances.hpp"
 #include "mfma.hpp"
 
 namespace mla::hip_flash {
@@ -273,17 +269,6 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
     p.lse[head * p.lse_head_stride + (q_start + static_cast<std::int64_t>(row)) * p.lse_token_stride] =
         gpu_softmax::natural_lse(row_max, row_sum);
   }
-}
-
-template <DType D, int HeadDimQk, int HeadDimV>
-void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
-  constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV>();
-  if (params.num_work == 0 || params.num_heads == 0) return;
-  const dim3 grid(static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads));
-  flash_forward_kernel<D, HeadDimQk, HeadDimV><<<grid, c.threads(), 0, stream>>>(params);
-  gpu::check_launch("hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
-                        std::to_string(HeadDimV) + ">",
-                    std::to_string(params.num_work) + " work items, " + std::to_string(params.num_heads) + " heads");
 }
 
 }  // namespace mla::hip_flash

@@ -1,5 +1,8 @@
 // The MFMA tile product of the HIP_FLASH kernel and the device macros that
-// gate it. Included only by HIP sources.
+// gate it. Included only by HIP sources and, with MLA_SIMT_EMULATION, by the
+// GPU emulator's host clang compile of the kernel (backends/simt), which gets
+// the device surface from simt/hip_device.hpp and the products from the
+// emulator; the emulated target (gfx90a or gfx908) is chosen per launch.
 //
 // Gating happens twice (as in ggml): here by device macro, derived from the
 // gfx target clang is compiling for, and on the host by the list of targets
@@ -8,10 +11,91 @@
 // another vendor's arch macro.
 #pragma once
 
-#include <hip/hip_runtime.h>
-
 #include "mfma_layout.hpp"
 #include "mla/dtype.hpp"
+
+namespace mla::hip_flash::mfma {
+
+// One lane's share of a k-step: 4 fp16 or bf16 values as raw 16-bit words.
+using Operand = short __attribute__((ext_vector_type(4)));
+// One lane's 16 accumulators of a 32x32 fp32 tile.
+using Accumulator = float __attribute__((ext_vector_type(16)));
+
+}  // namespace mla::hip_flash::mfma
+
+#if defined(MLA_SIMT_EMULATION)
+
+#include <cstdint>
+#include <cstring>
+
+#include "simt/hip_device.hpp"
+
+namespace mla::hip_flash::mfma {
+
+// acc += A * B for one 32x32x8 step, by the emulator's MFMA semantics; the
+// defaults name the kernel's call site in the emulator's messages (and tell
+// the S^T product from the O^T one when it checks that a wave's lanes meet).
+// Accumulators pass by value as on the GPU; the host ABI of a 64-byte vector
+// does not matter inside one translation unit (hip_emulated.cmake: -Wno-psabi).
+template <DType D>
+__device__ inline Accumulator product(const Operand& a, const Operand& b, Accumulator acc,
+                                      const char* file = __builtin_FILE(), unsigned line = __builtin_LINE());
+
+namespace emulated {
+
+using Short2 = short __attribute__((ext_vector_type(2)));
+
+inline Accumulator mfma_32x32x8(simt::Element element, const Operand& a, const Operand& b, Accumulator acc,
+                                simt::Site site) {
+  float c[16];
+  std::uint16_t x[4];
+  std::uint16_t y[4];
+  std::memcpy(c, &acc, sizeof c);
+  for (int e = 0; e < 4; ++e) {
+    x[e] = static_cast<std::uint16_t>(a[e]);
+    y[e] = static_cast<std::uint16_t>(b[e]);
+  }
+  simt::mfma_32x32x8(element, c, x, y, site);
+  std::memcpy(&acc, c, sizeof c);
+  return acc;
+}
+
+inline Accumulator mfma_32x32x4_bf16(Short2 a, Short2 b, Accumulator acc, simt::Site site) {
+  float c[16];
+  const std::uint16_t x[2] = {static_cast<std::uint16_t>(a[0]), static_cast<std::uint16_t>(a[1])};
+  const std::uint16_t y[2] = {static_cast<std::uint16_t>(b[0]), static_cast<std::uint16_t>(b[1])};
+  std::memcpy(c, &acc, sizeof c);
+  simt::mfma_32x32x4_bf16(c, x, y, site);
+  std::memcpy(&acc, c, sizeof c);
+  return acc;
+}
+
+}  // namespace emulated
+
+template <>
+__device__ inline Accumulator product<DType::float16>(const Operand& a, const Operand& b, Accumulator acc,
+                                                      const char* file, unsigned line) {
+  return emulated::mfma_32x32x8(simt::Element::float16, a, b, acc, simt::Site{file, line});
+}
+
+template <>
+__device__ inline Accumulator product<DType::bfloat16>(const Operand& a, const Operand& b, Accumulator acc,
+                                                       const char* file, unsigned line) {
+  const simt::Site site{file, line};
+  if (simt::emulated_amd_target() == simt::AmdTarget::gfx908) {
+    // As the gfx908 branch below: values 0-1 then 2-3 of both operands.
+    using emulated::Short2;
+    acc = emulated::mfma_32x32x4_bf16(Short2{a[0], a[1]}, Short2{b[0], b[1]}, acc, site);
+    return emulated::mfma_32x32x4_bf16(Short2{a[2], a[3]}, Short2{b[2], b[3]}, acc, site);
+  }
+  return emulated::mfma_32x32x8(simt::Element::bfloat16, a, b, acc, site);
+}
+
+}  // namespace mla::hip_flash::mfma
+
+#else  // a HIP compile
+
+#include <hip/hip_runtime.h>
 
 // Targets with 32x32x8 fp16 MFMA: CDNA1 (gfx908), CDNA2 (gfx90a), CDNA3
 // (gfx940-942), CDNA4 (gfx950). Only ever 1 inside a device pass.
@@ -31,11 +115,6 @@
 #endif
 
 namespace mla::hip_flash::mfma {
-
-// One lane's share of a k-step: 4 fp16 or bf16 values as raw 16-bit words.
-using Operand = short __attribute__((ext_vector_type(4)));
-// One lane's 16 accumulators of a 32x32 fp32 tile.
-using Accumulator = float __attribute__((ext_vector_type(16)));
 
 // acc += A * B for one 32x32x8 step; layouts in mfma_layout.hpp.
 template <DType D>
@@ -75,3 +154,5 @@ __device__ inline Accumulator product<DType::bfloat16>(const Operand& a, const O
 }
 
 }  // namespace mla::hip_flash::mfma
+
+#endif  // MLA_SIMT_EMULATION

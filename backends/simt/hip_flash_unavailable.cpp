@@ -14,7 +14,8 @@ void launch_hip_flash_emulated(const gpu_flash::FlashParams&, DType dtype, int h
                                AmdTarget) {
   raise(ErrorCategory::not_supported,
         "emulated HIP_FLASH (" + std::string(dtype_name(dtype)) + ", " + std::to_string(head_dim_qk) + "/" +
-            std::to_string(head_dim_v) + ") was not built: it needs clang++ 15 or newer, which CMake did not find");
+            std::to_string(head_dim_v) +
+            ") was not built: it needs clang++ 15 or newer, and CMake found none (MLA_SIMT_CLANGXX)");
 }
 
 }  // namespace mla::simt

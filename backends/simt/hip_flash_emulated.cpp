@@ -1,0 +1,93 @@
+// The HIP_FLASH kernel source compiled for the emulator: a host clang (15 or
+// newer, for ext_vector_type and _Float16) with MLA_SIMT_EMULATION, so that
+// hip/mfma.hpp takes its device surface from simt/hip_device.hpp and its MFMA
+// products from the emulator. Built by hip_emulated.cmake; the launcher
+// mirrors hip/flash_kernel_launch.hpp.
+#if !defined(MLA_SIMT_EMULATION)
+#error "compile hip_flash_emulated.cpp with -DMLA_SIMT_EMULATION (hip_emulated.cmake does)"
+#endif
+
+#include "simt/hip_flash_emulated.hpp"
+
+#include <cstddef>
+#include <iterator>
+#include <string>
+#include <utility>
+
+#include "hip/flash_kernel.hpp"
+#include "mla/error.hpp"
+#include "simt/emulator.hpp"
+#include "simt/hip_device.hpp"
+
+namespace mla::simt {
+namespace {
+
+thread_local AmdTarget current_target = AmdTarget::gfx90a;
+
+// The target for the duration of one launch.
+class TargetScope {
+ public:
+  explicit TargetScope(AmdTarget target) : saved_(current_target) { current_target = target; }
+  ~TargetScope() { current_target = saved_; }
+  TargetScope(const TargetScope&) = delete;
+  TargetScope& operator=(const TargetScope&) = delete;
+
+ private:
+  AmdTarget saved_;
+};
+
+template <DType D, int HeadDimQk, int HeadDimV>
+void launch_emulated(const gpu_flash::FlashParams& params) {
+  constexpr hip_flash::FlashTileConfig c = hip_flash::flash_tile_config<HeadDimQk, HeadDimV>();
+  if (params.num_work == 0 || params.num_heads == 0) return;
+  LaunchConfig config;
+  config.kernel = "hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
+                  std::to_string(HeadDimV) + ">";
+  config.grid = {static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads), 1};
+  config.block = {static_cast<unsigned>(c.threads()), 1, 1};
+  config.warp_size = hip_flash::mfma::wave_size;
+  config.static_shared = static_lds();
+  config.static_shared_bytes = static_lds_bytes();
+  launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV>(params); });
+}
+
+// One launcher per row of flash_tile_configs; false when no row matches.
+template <DType D, std::size_t... Row>
+bool launch_for_dims(const gpu_flash::FlashParams& params, int head_dim_qk, int head_dim_v,
+                     std::index_sequence<Row...>) {
+  using hip_flash::flash_tile_configs;
+  return ((flash_tile_configs[Row].head_dim_qk == head_dim_qk && flash_tile_configs[Row].head_dim_v == head_dim_v &&
+           (launch_emulated<D, flash_tile_configs[Row].head_dim_qk, flash_tile_configs[Row].head_dim_v>(params),
+            true)) ||
+          ...);
+}
+
+template <DType D>
+bool launch_for_dims(const gpu_flash::FlashParams& params, int head_dim_qk, int head_dim_v) {
+  constexpr std::size_t rows = std::size(hip_flash::flash_tile_configs);
+  return launch_for_dims<D>(params, head_dim_qk, head_dim_v, std::make_index_sequence<rows>{});
+}
+
+}  // namespace
+
+AmdTarget emulated_amd_target() { return current_target; }
+
+bool hip_flash_emulated_built() { return true; }
+
+void launch_hip_flash_emulated(const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
+                               AmdTarget target) {
+  const TargetScope scope(target);
+  bool launched = false;
+  if (dtype == DType::bfloat16) {
+    launched = launch_for_dims<DType::bfloat16>(params, head_dim_qk, head_dim_v);
+  } else if (dtype == DType::float16) {
+    launched = launch_for_dims<DType::float16>(params, head_dim_qk, head_dim_v);
+  }
+  if (!launched) {
+    raise(ErrorCategory::not_supported, "emulated HIP_FLASH has no kernel for " + std::string(dtype_name(dtype)) +
+                                            " with qk head dim " + std::to_string(head_dim_qk) +
+                                            " and v head dim " + std::to_string(head_dim_v));
+  }
+}
+
+}  // namespace mla::simt
