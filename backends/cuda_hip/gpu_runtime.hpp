@@ -1,8 +1,12 @@
-// The vendor runtime behind the project's own names. Code in backends/cuda_hip
-// calls mla::gpu::memcpy_async, mla::gpu::check_launch, ... and this header maps
-// them to the CUDA or the HIP runtime; nothing renames the vendor API
-// globally. Every wrapper checks the result and raises Error(device):
+// The vendor runtime behind the project's own names. The GPU queue
+// (gpu_queue.cu), the launchers and the merge call mla::gpu::memcpy_async,
+// mla::gpu::check_launch, ... and this header maps them to the CUDA or the HIP
+// runtime; nothing renames the vendor API globally. Every wrapper checks the
+// result and raises Error(device):
 //   "cudaMemcpyAsync failed: <runtime message> (<context>)".
+// The few places where the two runtimes differ in more than a prefix (pinned
+// host allocation, what a pointer query says about pageable memory, the
+// dynamic shared memory attribute) are the #if branches below.
 #pragma once
 
 #if defined(MLA_HIP_COMPILE)
@@ -18,21 +22,27 @@
 #endif
 
 #include <cstddef>
+#include <new>
 #include <string>
 #include <string_view>
 
 #include "gpu_namespace.hpp"
 #include "mla/error.hpp"
 #include "mla/queue.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::gpu {
 
 using Stream = MLA_GPU_VENDOR(cudaStream_t, hipStream_t);
+using Event = MLA_GPU_VENDOR(cudaEvent_t, hipEvent_t);
 using ErrorCode = MLA_GPU_VENDOR(cudaError_t, hipError_t);
 inline constexpr ErrorCode success = MLA_GPU_VENDOR(cudaSuccess, hipSuccess);
 
 // "cuda" or "hip", for messages.
 inline constexpr std::string_view vendor_prefix = MLA_GPU_API_PREFIX;
+// "CUDA" or "HIP", for messages, and the queue backend of this build.
+inline constexpr std::string_view vendor_name = MLA_GPU_VENDOR("CUDA", "HIP");
+inline constexpr DeviceBackend backend = MLA_GPU_VENDOR(DeviceBackend::cuda, DeviceBackend::hip);
 
 inline std::string error_string(ErrorCode code) { return MLA_GPU_VENDOR(cudaGetErrorString, hipGetErrorString)(code); }
 
@@ -77,6 +87,114 @@ void set_max_dynamic_shared_memory(Kernel* kernel, int bytes, std::string_view k
 #endif
 }
 
+inline int device_count(std::string_view context) {
+  int count = 0;
+  check(MLA_GPU_VENDOR(cudaGetDeviceCount, hipGetDeviceCount)(&count), "GetDeviceCount", context);
+  return count;
+}
+
+// A stream that does not serialise with work on the legacy default (null) stream.
+inline Stream create_stream(std::string_view context) {
+  Stream stream = nullptr;
+  check(MLA_GPU_VENDOR(cudaStreamCreateWithFlags, hipStreamCreateWithFlags)(
+            &stream, MLA_GPU_VENDOR(cudaStreamNonBlocking, hipStreamNonBlocking)),
+        "StreamCreateWithFlags", context);
+  return stream;
+}
+
+// Lets work in flight finish, then destroys the stream; for destructors.
+inline void destroy_stream(Stream stream) noexcept {
+  (void)MLA_GPU_VENDOR(cudaStreamSynchronize, hipStreamSynchronize)(stream);
+  (void)MLA_GPU_VENDOR(cudaStreamDestroy, hipStreamDestroy)(stream);
+}
+
+inline void synchronize(Stream stream, std::string_view context) {
+  check(MLA_GPU_VENDOR(cudaStreamSynchronize, hipStreamSynchronize)(stream), "StreamSynchronize", context);
+}
+
+// An event with timing, recorded on `stream`; nothing leaks when recording fails.
+inline Event record_event(Stream stream, std::string_view context) {
+  Event event = nullptr;
+  check(MLA_GPU_VENDOR(cudaEventCreate, hipEventCreate)(&event), "EventCreate", context);
+  const ErrorCode recorded = MLA_GPU_VENDOR(cudaEventRecord, hipEventRecord)(event, stream);
+  if (recorded != success) {
+    (void)MLA_GPU_VENDOR(cudaEventDestroy, hipEventDestroy)(event);
+    check(recorded, "EventRecord", context);
+  }
+  return event;
+}
+
+inline void destroy_event(Event event) noexcept { (void)MLA_GPU_VENDOR(cudaEventDestroy, hipEventDestroy)(event); }
+
+inline void synchronize(Event event, std::string_view context) {
+  check(MLA_GPU_VENDOR(cudaEventSynchronize, hipEventSynchronize)(event), "EventSynchronize", context);
+}
+
+inline float elapsed_ms(Event start, Event stop, std::string_view context) {
+  float ms = 0.0f;
+  check(MLA_GPU_VENDOR(cudaEventElapsedTime, hipEventElapsedTime)(&ms, start, stop), "EventElapsedTime", context);
+  return ms;
+}
+
+// USM-style allocation on the current device: device, pinned host or managed memory.
+inline void* allocate(std::size_t bytes, MemoryKind kind, std::string_view context) {
+  void* ptr = nullptr;
+  switch (kind) {
+    case MemoryKind::device:
+      check(MLA_GPU_VENDOR(cudaMalloc, hipMalloc)(&ptr, bytes), "Malloc", context);
+      break;
+    case MemoryKind::host:
+#if defined(MLA_HIP_COMPILE)
+      check(hipHostMalloc(&ptr, bytes, hipHostMallocDefault), "HostMalloc", context);
+#else
+      check(cudaMallocHost(&ptr, bytes), "MallocHost", context);
+#endif
+      break;
+    case MemoryKind::shared:
+      check(MLA_GPU_VENDOR(cudaMallocManaged, hipMallocManaged)(&ptr, bytes,
+                                                                MLA_GPU_VENDOR(cudaMemAttachGlobal, hipMemAttachGlobal)),
+            "MallocManaged", context);
+      break;
+  }
+  return ptr;
+}
+
+// Frees what allocate() returned; for destructors: returns the runtime's
+// message on failure (empty on success) instead of raising.
+inline std::string free_quietly(void* ptr, MemoryKind kind) noexcept {
+  const bool pinned = kind == MemoryKind::host;
+  const ErrorCode code = pinned ? MLA_GPU_VENDOR(cudaFreeHost, hipHostFree)(ptr) : MLA_GPU_VENDOR(cudaFree, hipFree)(ptr);
+  if (code == success) return {};
+  (void)MLA_GPU_VENDOR(cudaGetLastError, hipGetLastError)();
+  try {
+    return std::string(vendor_prefix) + (pinned ? MLA_GPU_VENDOR("FreeHost", "HostFree") : "Free") +
+           " failed: " + error_string(code);
+  } catch (...) {
+    return "free failed";
+  }
+}
+
+// Whether `ptr` is host memory (pageable or pinned) rather than device or managed.
+inline bool is_host_memory(const void* ptr, std::string_view context) {
+#if defined(MLA_HIP_COMPILE)
+  // Pageable memory the runtime never saw makes hipPointerGetAttributes fail
+  // with hipErrorInvalidValue (HIP 5.x); that, like pinned memory, is host.
+  hipPointerAttribute_t attributes{};
+  const hipError_t code = hipPointerGetAttributes(&attributes, ptr);
+  if (code == hipErrorInvalidValue) {
+    (void)hipGetLastError();
+    return true;
+  }
+  check(code, "PointerGetAttributes", context);
+  return attributes.memoryType == hipMemoryTypeHost && !attributes.isManaged;
+#else
+  // CUDA 11 and later report pageable memory as unregistered.
+  cudaPointerAttributes attributes{};
+  check(cudaPointerGetAttributes(&attributes, ptr), "PointerGetAttributes", context);
+  return attributes.type == cudaMemoryTypeUnregistered || attributes.type == cudaMemoryTypeHost;
+#endif
+}
+
 inline int multiprocessor_count(int device) {
   int count = 0;
   check(MLA_GPU_VENDOR(cudaDeviceGetAttribute, hipDeviceGetAttribute)(
@@ -85,17 +203,23 @@ inline int multiprocessor_count(int device) {
   return count;
 }
 
-// Makes a queue's device current while a launch is set up: a kernel must be
-// launched on the device its stream belongs to, whatever the calling thread
-// used last. Restores the previous device; the destructor never throws.
+// Makes a queue's device current for the guard's lifetime: a kernel must be
+// launched on the device its stream belongs to, and allocations and events act
+// on the current device, whatever the calling thread used last. Restores the
+// previous device; the destructor never throws.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device) {
-    check(MLA_GPU_VENDOR(cudaGetDevice, hipGetDevice)(&previous_), "GetDevice", "device guard");
+  explicit DeviceGuard(int device, std::string_view context = "device guard") {
+    check(MLA_GPU_VENDOR(cudaGetDevice, hipGetDevice)(&previous_), "GetDevice", context);
     if (previous_ != device) {
-      check(MLA_GPU_VENDOR(cudaSetDevice, hipSetDevice)(device), "SetDevice", "device guard");
+      check(MLA_GPU_VENDOR(cudaSetDevice, hipSetDevice)(device), "SetDevice", context);
       switched_ = true;
     }
+  }
+  // For destructor paths: switches if it can and never throws.
+  DeviceGuard(int device, std::nothrow_t) noexcept {
+    switched_ = MLA_GPU_VENDOR(cudaGetDevice, hipGetDevice)(&previous_) == success && previous_ != device &&
+                MLA_GPU_VENDOR(cudaSetDevice, hipSetDevice)(device) == success;
   }
   ~DeviceGuard() {
     if (switched_) (void)MLA_GPU_VENDOR(cudaSetDevice, hipSetDevice)(previous_);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mla/log.hpp"
-#include "vendor_devices.hpp"
+#include "mla/detail/vendor_devices.hpp"
 
 namespace mla {
 namespace {

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "mla/error.hpp"
-#include "vendor_devices.hpp"
+#include "mla/detail/vendor_devices.hpp"
 
 namespace mla {
 namespace {

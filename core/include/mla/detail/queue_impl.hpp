@@ -1,5 +1,6 @@
 // Internal: what a vendor runtime implements behind mla::Queue. Not part of the
-// public API; vendor sources (platform/src/cuda_*, platform/src/hip_*) derive from it.
+// public API; the host queue (core/src/queue.cpp) and the GPU queue
+// (backends/cuda_hip/gpu_queue.cu, compiled once per vendor) derive from it.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 // Internal: the vendor runtimes' device lists. Each function is defined in the
-// one source its vendor build compiles (cuda_devices.cu, hip_devices.hip), so
-// platform.cpp stays free of vendor headers and calls only what was built.
+// one source its vendor build compiles (platform/src/cuda_devices.cu,
+// hip_devices.hip), so platform.cpp stays free of vendor headers and calls
+// only what was built; the GPU queue (backends/cuda_hip/gpu_queue.cu) reads
+// its device's capability from the same list.
 #pragma once
 
 #include <vector>

@@ -1,0 +1,162 @@
+// mla::Queue on a GPU: one non-blocking stream per queue, USM-style
+// allocations, and events with timing. One source for both vendors: the CUDA
+// build compiles it as CUDA (make_cuda_queue), the HIP build as HIP with
+// MLA_HIP_COMPILE (make_hip_queue); gpu_runtime.hpp maps each call to the
+// vendor runtime. Every runtime call is checked and a failure becomes
+// Error(device) naming the call, the runtime's message and what the queue was
+// doing; destructors report nothing and never throw.
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "gpu_runtime.hpp"
+#include "mla/detail/queue_impl.hpp"
+#include "mla/error.hpp"
+#include "mla/log.hpp"
+#include "mla/detail/vendor_devices.hpp"
+
+namespace mla::detail {
+namespace {
+
+std::vector<DeviceCapability> detect_devices() {
+#if defined(MLA_HIP_COMPILE)
+  return detect_hip_devices();
+#else
+  return detect_cuda_devices();
+#endif
+}
+
+class GpuEvent final : public EventImpl {
+ public:
+  GpuEvent(int device, gpu::Stream stream) : device_(device) {
+    gpu::DeviceGuard guard(device_, context());
+    event_ = gpu::record_event(stream, context());
+  }
+  ~GpuEvent() override { gpu::destroy_event(event_); }
+  GpuEvent(const GpuEvent&) = delete;
+  GpuEvent& operator=(const GpuEvent&) = delete;
+
+  void wait() override { gpu::synchronize(event_, context()); }
+
+  double elapsed_ms_since(EventImpl& start) override {
+    auto* begin = dynamic_cast<GpuEvent*>(&start);
+    if (begin == nullptr || begin->device_ != device_) {
+      raise(ErrorCategory::invalid_argument, "Event::elapsed_ms between events of different queues");
+    }
+    wait();
+    return static_cast<double>(gpu::elapsed_ms(begin->event_, event_, context()));
+  }
+
+ private:
+  std::string context() const {
+    return "event on " + std::string(gpu::vendor_name) + " device " + std::to_string(device_);
+  }
+
+  int device_;
+  gpu::Event event_ = nullptr;
+};
+
+DeviceCapability capability_of(int device_index) {
+  const std::string vendor(gpu::vendor_name);
+  const std::string context = "creating a " + vendor + " queue on device " + std::to_string(device_index);
+  const int count = gpu::device_count(context);
+  if (device_index < 0 || device_index >= count) {
+    raise(ErrorCategory::device,
+          "no " + vendor + " device " + std::to_string(device_index) + ": this machine has " + std::to_string(count));
+  }
+  const std::vector<DeviceCapability> devices = detect_devices();
+  if (static_cast<int>(devices.size()) != count) {
+    raise(ErrorCategory::device, "the " + vendor + " runtime could not describe device " +
+                                     std::to_string(device_index) + " (" + context + ")");
+  }
+  return devices[static_cast<std::size_t>(device_index)];
+}
+
+class GpuQueue final : public QueueImpl {
+ public:
+  explicit GpuQueue(int device_index) : device_(device_index), capability_(capability_of(device_index)) {
+    gpu::DeviceGuard guard(device_, context());
+    stream_ = gpu::create_stream(context());
+  }
+
+  // Work still in flight finishes; buffers of this queue keep it alive, so
+  // nothing the stream uses is freed before this point.
+  ~GpuQueue() override { gpu::destroy_stream(stream_); }
+  GpuQueue(const GpuQueue&) = delete;
+  GpuQueue& operator=(const GpuQueue&) = delete;
+
+  DeviceBackend backend() const override { return gpu::backend; }
+  int device_index() const override { return device_; }
+  const DeviceCapability& capability() const override { return capability_; }
+  void* native_stream() const override { return static_cast<void*>(stream_); }
+
+  // Kernels read device, pinned-host and managed memory through the queue's
+  // allocations; plain pageable host memory is reachable from a kernel only on
+  // some systems (HMM, or xnack+ on AMD), which we cannot assume, so host is
+  // refused.
+  bool can_access(MemoryKind kind) const override { return kind != MemoryKind::host; }
+
+  void* allocate(std::size_t bytes, MemoryKind kind) override {
+    if (bytes == 0) return nullptr;
+    const std::string what =
+        context(std::to_string(bytes) + " bytes of " + std::string(memory_kind_name(kind)) + " memory");
+    gpu::DeviceGuard guard(device_, what);
+    return gpu::allocate(bytes, kind, what);
+  }
+
+  void deallocate(void* ptr, MemoryKind kind) noexcept override {
+    if (ptr == nullptr) return;
+    gpu::DeviceGuard guard(device_, std::nothrow);
+    const std::string failure = gpu::free_quietly(ptr, kind);
+    if (failure.empty()) return;
+    // A destructor path: report, never throw.
+    try {
+      log(LogLevel::warn, failure + " (" + context() + ")");
+    } catch (...) {
+    }
+  }
+
+  void memcpy(void* dst, const void* src, std::size_t bytes) override {
+    // The default direction: unified addressing tells it from the pointers.
+    gpu::memcpy_async(dst, src, bytes, stream_, context(std::to_string(bytes) + " bytes"));
+  }
+
+  void memset(void* dst, int value, std::size_t bytes) override {
+    const std::string what = context(std::to_string(bytes) + " bytes");
+    if (gpu::is_host_memory(dst, what)) {
+      // The runtime's async memset is for device memory; keep the queue's
+      // order by finishing earlier work first, then set host memory here.
+      gpu::synchronize(stream_, what);
+      std::memset(dst, value, bytes);
+      return;
+    }
+    gpu::memset_async(dst, value, bytes, stream_, what);
+  }
+
+  std::shared_ptr<EventImpl> record() override { return std::make_shared<GpuEvent>(device_, stream_); }
+
+  void wait() override { gpu::synchronize(stream_, context()); }
+
+ private:
+  std::string context(const std::string& detail = {}) const {
+    std::string text = std::string(gpu::vendor_name) + " queue on device " + std::to_string(device_);
+    if (!detail.empty()) text += ", " + detail;
+    return text;
+  }
+
+  int device_;
+  DeviceCapability capability_;
+  gpu::Stream stream_ = nullptr;
+};
+
+}  // namespace
+
+#if defined(MLA_HIP_COMPILE)
+std::shared_ptr<QueueImpl> make_hip_queue(int device_index) { return std::make_shared<GpuQueue>(device_index); }
+#else
+std::shared_ptr<QueueImpl> make_cuda_queue(int device_index) { return std::make_shared<GpuQueue>(device_index); }
+#endif
+
+}  // namespace mla::detail
