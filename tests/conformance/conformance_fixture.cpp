@@ -7,7 +7,10 @@
 
 #include "mla/detail/builtin.hpp"
 #if defined(MLA_CONFORMANCE_EMULATED)
+#include <cstdio>
+
 #include "simt/emulated_backends.hpp"
+#include "simt/emulator.hpp"
 #endif
 
 #ifndef MLA_CONFORMANCE_BACKEND
@@ -145,6 +148,16 @@ void Conformance::SetUp() {
   backend_ = entry.factory(params_);
   reference_ = detail::reference_backend_entry().factory(params_);
   rng_.seed(seed_for_current_test());
+#if defined(MLA_CONFORMANCE_EMULATED)
+  simt::reset_statistics();
+#endif
+}
+
+void Conformance::TearDown() {
+#if defined(MLA_CONFORMANCE_EMULATED)
+  if (IsSkipped()) return;
+  std::printf("[ emulator ] %s\n", simt::describe(simt::statistics()).c_str());
+#endif
 }
 
 HostTensor Conformance::random_tensor(std::vector<std::int64_t> shape, float lo, float hi,

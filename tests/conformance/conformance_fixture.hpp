@@ -43,6 +43,9 @@ struct Operands {
 class Conformance : public ::testing::TestWithParam<ConformanceShape> {
  protected:
   void SetUp() override;
+  // Emulated GPU backends (MLA_CONFORMANCE_EMULATED): prints the test's
+  // launches and hazard checks (a hazard itself fails the test as it happens).
+  void TearDown() override;
 
   int heads() const { return GetParam().heads; }
   int qk_dim() const { return GetParam().dims.qk_head_dim(); }
