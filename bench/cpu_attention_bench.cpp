@@ -8,7 +8,7 @@
 //                                       TOKENS in a fresh process, for its peak RSS
 //
 // Timing: one warm-up run, then the median of R timed runs (R shrinks with
-// the size), as wall time and as the calling thread's CPU time. FLOPs as CONTRACT.md §8 counts causal prefill:
+// the size), as wall time and as the calling thread's CPU time. FLOPs as docs/contract.md §7 counts causal prefill:
 // H * (dqk + dv) * sum_i s_i^2.
 #include <sys/resource.h>
 #include <time.h>
@@ -234,7 +234,7 @@ int run_table(const char* self, bool quick, std::int64_t max_tokens) {
   std::erase_if(cases, [&](const Case& c) {
     return std::accumulate(c.lengths.begin(), c.lengths.end(), std::int64_t{0}) > max_tokens;
   });
-  std::printf("## Causal prefill, fp32, H=16, dqk=192, dv=128 (median ms; GFLOP/s per CONTRACT.md §8)\n\n");
+  std::printf("## Causal prefill, fp32, H=16, dqk=192, dv=128 (median ms; GFLOP/s per docs/contract.md §7)\n\n");
   std::printf("Wall: median wall-clock ms. CPU: median CPU ms of the calling thread; GFLOP/s, %% of peak and the "
               "ratio use CPU time.\n\n");
   std::printf("| case | tokens | KOKKOS wall / CPU ms | KOKKOS GFLOP/s | %% of peak | REFERENCE CPU ms | REFERENCE GFLOP/s | "

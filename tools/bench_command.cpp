@@ -52,7 +52,7 @@ struct BenchProblem {
   std::int64_t num_context() const {
     return std::accumulate(context_lengths.begin(), context_lengths.end(), std::int64_t{0});
   }
-  // CONTRACT.md §8: causal H*(dqk+dv)*sum s^2; non-causal 2*H*(dqk+dv)*sum sq*sk.
+  // docs/contract.md §7: causal H*(dqk+dv)*sum s^2; non-causal 2*H*(dqk+dv)*sum sq*sk.
   double new_token_flops() const {
     double sum = 0;
     for (int s : new_lengths) sum += static_cast<double>(s) * s;

@@ -183,7 +183,7 @@ std::vector<float> download(Queue& queue, const TensorView& view) {
   const std::int64_t count = view.numel();
   if (count == 0) return {};
   // Copy the whole span the view covers, then gather with its strides: a
-  // backend may return a padded view (CONTRACT.md §2).
+  // backend may return a padded view (docs/contract.md §1).
   std::int64_t span = 1;
   for (int d = 0; d < view.rank; ++d) span += (view.shape[d] - 1) * view.stride[d];
   std::vector<unsigned char> staging(static_cast<std::size_t>(span) * dtype_size(view.dtype));

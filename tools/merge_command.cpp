@@ -1,5 +1,5 @@
 // mla-prefill merge: joins two partial attention states (output and LSE) with
-// the selected backend's merge_attn_states (CONTRACT.md §3).
+// the selected backend's merge_attn_states (docs/contract.md §3).
 #include <fmt/format.h>
 
 #include <iostream>
@@ -69,7 +69,7 @@ int run_merge(const MergeOptions& options) {
   const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
   Queue queue = queue_for(selection);
 
-  // The states stay float32: the merge math is fp32 (CONTRACT.md §3).
+  // The states stay float32: the merge math is fp32 (docs/contract.md §3).
   const DType f32 = DType::float32;
   OwnedTensor prefix_out_dev = upload(queue, prefix_out.values, f32, {tokens, heads, dv});
   OwnedTensor prefix_lse_dev = upload(queue, prefix_lse.values, f32, {heads, tokens});

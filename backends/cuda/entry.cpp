@@ -5,7 +5,6 @@
 
 #include "arch_coverage.hpp"
 #include "cuda_hip/flash_dims.hpp"
-#include "flash_config.hpp"
 #include "mla/detail/builtin.hpp"
 #include "mla/error.hpp"
 
@@ -14,11 +13,6 @@
 #endif
 
 namespace mla::detail {
-
-static_assert(gpu_flash::every_flash_dims_has_a_tile([](int qk, int v) {
-                return cuda_flash::find_flash_tile_config(qk, v);
-              }),
-              "every listed MLA dims needs a tile configuration");
 
 BackendEntry cuda_flash_backend_entry() {
   BackendDescription description;

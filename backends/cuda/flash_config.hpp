@@ -1,7 +1,8 @@
 // Tile shapes of the CUDA_FLASH kernel, one row per (qk head dim, v head dim)
-// instantiation. A plain constexpr table: the kernel, the launcher, the host
-// tests and ci/cuda-inspect read the same numbers, and every row is checked
-// at compile time (shared memory budget, load divisibility, register budget).
+// instantiation, chosen at compile time for each shape of
+// cuda_hip/flash_shapes.def. A plain constexpr table: the kernel, the
+// launcher, the host tests and ci/cuda-inspect read the same numbers, and
+// every row is checked (shared memory budget, load divisibility, registers).
 #pragma once
 
 #include <cstddef>
@@ -82,6 +83,7 @@ MLA_HOST_DEVICE constexpr bool loads_evenly(int rows, int dim, int threads) {
 }
 
 MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
+  if (c.warps <= 0 || c.block_cols <= 0) return false;
   // One 16-row mma tile per warp.
   const bool warp_rows = c.block_rows == c.warps * rows_per_warp;
   // P feeds the P V mma in k-steps of 16 keys.
@@ -95,18 +97,42 @@ MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
   return warp_rows && key_steps && swizzle && loads && fits;
 }
 
-// The instantiations. 192/128 (DeepSeek) and 128/128 keep Q in registers with
-// 128-row blocks of 8 warps; 256/256 would need 64 Q registers on top of 128
-// for O, so it reloads Q from shared memory and takes a smaller tile.
-inline constexpr FlashTileConfig flash_tile_configs[] = {
-    {192, 128, 128, 64, 8, true},
-    {128, 128, 128, 64, 8, true},
-    {256, 256, 64, 32, 4, false},
+// The tile of a (qk head dim, v head dim) pair: the first candidate that
+// passes is_valid, largest first. 128-row blocks of 8 warps with Q held in
+// registers need no Q reload per key tile (192/128 and 128/128 fit); past the
+// register budget Q moves to shared memory, and past the shared memory budget
+// the block halves. 256/256 ends at 64 rows x 32 keys with Q in shared memory:
+// Q in registers would need 64 registers on top of 128 for O.
+inline constexpr FlashTileConfig tile_candidates[] = {
+    {0, 0, 128, 64, 8, true}, {0, 0, 128, 64, 8, false}, {0, 0, 64, 64, 4, true},
+    {0, 0, 64, 64, 4, false}, {0, 0, 64, 32, 4, true},   {0, 0, 64, 32, 4, false},
 };
 
-static_assert(is_valid(flash_tile_configs[0]), "192/128 tile breaks a constraint");
-static_assert(is_valid(flash_tile_configs[1]), "128/128 tile breaks a constraint");
-static_assert(is_valid(flash_tile_configs[2]), "256/256 tile breaks a constraint");
+// No candidate fits: a row of zeros, which is_valid rejects (the static_assert below).
+constexpr FlashTileConfig choose_tile(int head_dim_qk, int head_dim_v) {
+  for (FlashTileConfig c : tile_candidates) {
+    c.head_dim_qk = head_dim_qk;
+    c.head_dim_v = head_dim_v;
+    if (is_valid(c)) return c;
+  }
+  return {head_dim_qk, head_dim_v, 0, 0, 0, false};
+}
+
+// The instantiations: one row per shape of cuda_hip/flash_shapes.def (a pair
+// listed twice gets two equal rows; lookups take the first).
+inline constexpr FlashTileConfig flash_tile_configs[] = {
+#define MLA_FLASH_SHAPE(nope, rope, v) choose_tile((nope) + (rope), (v)),
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
+};
+
+constexpr bool every_tile_is_valid() {
+  for (const FlashTileConfig& c : flash_tile_configs) {
+    if (!is_valid(c)) return false;
+  }
+  return true;
+}
+static_assert(every_tile_is_valid(), "a shape of cuda_hip/flash_shapes.def has no CUDA_FLASH tile that fits");
 
 // The row for (dqk, dv), or null when no kernel was built for it. Host only:
 // the table is a host variable; device code reads FlashTile<...>::value.

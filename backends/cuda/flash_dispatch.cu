@@ -1,5 +1,5 @@
-// Runtime (dtype, head dims, causal) -> compiled instantiation. Adding a row
-// to flash_config.hpp means adding a flash_dqk*_dv*.cu file and a branch here.
+// Runtime (dtype, head dims, causal) -> compiled instantiation: one branch per
+// shape of cuda_hip/flash_shapes.def.
 #include <string>
 
 #include "cuda_hip/gpu_runtime.hpp"
@@ -23,14 +23,13 @@ void launch_causal_or_not(const FlashParams& params, bool causal, gpu::Stream st
 template <class T>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, bool causal, gpu::Stream stream,
                      std::size_t shared_limit) {
-  if (head_dim_qk == 192 && head_dim_v == 128)
-    return launch_causal_or_not<T, 192, 128>(params, causal, stream, shared_limit);
-  if (head_dim_qk == 128 && head_dim_v == 128)
-    return launch_causal_or_not<T, 128, 128>(params, causal, stream, shared_limit);
-  if (head_dim_qk == 256 && head_dim_v == 256)
-    return launch_causal_or_not<T, 256, 256>(params, causal, stream, shared_limit);
+#define MLA_FLASH_SHAPE(nope, rope, v)                       \
+  if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
+    return launch_causal_or_not<T, (nope) + (rope), (v)>(params, causal, stream, shared_limit);
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
   raise(ErrorCategory::internal, "CUDA_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
-                                     std::to_string(head_dim_v) + " have a tile configuration but no dispatch branch");
+                                     std::to_string(head_dim_v) + " have a tile configuration but no kernel");
 }
 
 }  // namespace

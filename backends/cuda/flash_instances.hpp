@@ -1,5 +1,7 @@
-// The compiled CUDA_FLASH instantiations, declared for the dispatcher; each
-// flash_dqk*_dv*.cu defines four of them (bf16 / fp16 x causal / non-causal).
+// The compiled CUDA_FLASH instantiations, declared for the dispatcher: four
+// per (qk, v) pair of cuda_hip/flash_shapes.def (bf16 / fp16 x causal /
+// non-causal), defined by flash_instantiate.cuh in the flash_dqk*_dv*.cu files
+// CMake generates.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,12 +24,11 @@ void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::si
 #define MLA_CUDA_FLASH_DECLARE(T, QK, V)                                                                   \
   extern template void launch_flash_forward<T, QK, V, true>(const FlashParams&, gpu::Stream, std::size_t); \
   extern template void launch_flash_forward<T, QK, V, false>(const FlashParams&, gpu::Stream, std::size_t);
-MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, 192, 128)
-MLA_CUDA_FLASH_DECLARE(__half, 192, 128)
-MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, 128, 128)
-MLA_CUDA_FLASH_DECLARE(__half, 128, 128)
-MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, 256, 256)
-MLA_CUDA_FLASH_DECLARE(__half, 256, 256)
+#define MLA_FLASH_SHAPE(nope, rope, v)                          \
+  MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, (nope) + (rope), (v)) \
+  MLA_CUDA_FLASH_DECLARE(__half, (nope) + (rope), (v))
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
 #undef MLA_CUDA_FLASH_DECLARE
 
 }  // namespace mla::cuda_flash

@@ -1,6 +1,6 @@
 // The <<<>>> launch of the CUDA_FLASH kernel: shared-memory opt-in, grid
 // size checks and the launch error, named after the instantiation. Included
-// only by the instantiation files flash_dqk*_dv*.cu.
+// only by flash_instantiate.cuh.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,4 +1,4 @@
-// The LSE merge of two partial attentions (CONTRACT.md §3) on a GPU queue.
+// The LSE merge of two partial attentions (docs/contract.md §3) on a GPU queue.
 // Vendor-neutral declaration: the CUDA and the HIP backend call it from plain
 // C++; the kernel lives in merge_attn_states.cu, compiled once per vendor.
 #pragma once

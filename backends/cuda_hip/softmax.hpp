@@ -25,7 +25,7 @@ MLA_HOST_DEVICE inline float rescale_factor(float old_max_log2, float new_base) 
 }
 
 // Natural-log LSE of a finished row from its max (log2 domain) and sum of
-// exp2(s - max). A row that saw no key has sum 0: LSE -inf (CONTRACT.md §2).
+// exp2(s - max). A row that saw no key has sum 0: LSE -inf (docs/contract.md §2).
 MLA_HOST_DEVICE inline float natural_lse(float max_log2, float sum) {
   return sum > 0.0f ? (max_log2 + log2f(sum)) * ln2 : -INFINITY;
 }
@@ -37,7 +37,7 @@ MLA_HOST_DEVICE inline bool is_infinite(float value) {
   return (gpu_numeric::float_bits(value) & 0x7fffffffu) == 0x7f800000u;
 }
 
-// Weights of one merge (CONTRACT.md §3), natural logs.
+// Weights of one merge (docs/contract.md §3), natural logs.
 struct MergeWeights {
   float prefix = 0.0f;
   float suffix = 0.0f;

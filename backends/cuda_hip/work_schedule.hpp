@@ -3,7 +3,7 @@
 // planner use the same functions, so the loop bounds a block runs are the ones
 // the planner weighed.
 //
-// Causal masks are bottom-right aligned (CONTRACT.md §1): query row i of a
+// Causal masks are bottom-right aligned (docs/contract.md §1): query row i of a
 // sequence with sq queries and sk keys sees keys j <= i + sk - sq.
 #pragma once
 

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "cuda_hip/flash_dims.hpp"
-#include "flash_config.hpp"
 #include "mla/detail/builtin.hpp"
 #include "mla/error.hpp"
 
@@ -21,11 +20,6 @@
 
 namespace mla::detail {
 namespace {
-
-static_assert(gpu_flash::every_flash_dims_has_a_tile([](int qk, int v) {
-                return hip_flash::find_flash_tile_config(qk, v);
-              }),
-              "every listed MLA dims needs a tile configuration");
 
 // CDNA1/2 (gfx908, gfx90a: 9.0), CDNA3 (gfx942: 9.4), CDNA4 (gfx950: 9.5):
 // the MFMA, wave64 GPUs the kernels are written for.

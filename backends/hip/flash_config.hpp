@@ -1,7 +1,8 @@
 // Tile shapes of the HIP_FLASH kernel, one row per (qk head dim, v head dim)
-// instantiation. A plain constexpr table read by the kernel, the launcher and
-// the host tests; every row is checked at compile time (LDS budget, even
-// loads, register budget).
+// instantiation, chosen at compile time for each shape of
+// cuda_hip/flash_shapes.def. A plain constexpr table read by the kernel, the
+// launcher and the host tests; every row is checked (LDS budget, even loads,
+// register budget).
 #pragma once
 
 #include <cstddef>
@@ -64,21 +65,40 @@ MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
          c.fragment_registers() <= fragment_register_budget;
 }
 
-// The instantiations. Four waves share each K/V tile. 256/256 halves the key
-// tile: its K and V^T tiles of 64 keys would need 66.5 KiB of LDS. Every row
-// takes more than half of a CU's 64 KiB LDS, so one workgroup (one wave per
-// SIMD) runs per CU and the kernels may use the whole register file; smaller
-// key tiles would allow two, at twice the barriers per key. Which is faster
-// has not been measured: no AMD GPU was available when this was written.
+// The tile of a (qk head dim, v head dim) pair: the first candidate that
+// passes is_valid. Four waves share each K/V tile; 256/256 halves the key
+// tile, since its K and V^T tiles of 64 keys would need 66.5 KiB of LDS. Every
+// row takes more than half of a CU's 64 KiB LDS, so one workgroup (one wave
+// per SIMD) runs per CU and the kernels may use the whole register file;
+// smaller key tiles would allow two, at twice the barriers per key. Which is
+// faster has not been measured: no AMD GPU was available when this was written.
+inline constexpr FlashTileConfig tile_candidates[] = {{0, 0, 4, 64}, {0, 0, 4, 32}};
+
+// No candidate fits: zero waves, which is_valid rejects (the static_assert below).
+MLA_HOST_DEVICE constexpr FlashTileConfig choose_tile(int head_dim_qk, int head_dim_v) {
+  for (FlashTileConfig c : tile_candidates) {
+    c.head_dim_qk = head_dim_qk;
+    c.head_dim_v = head_dim_v;
+    if (is_valid(c)) return c;
+  }
+  return {head_dim_qk, head_dim_v, 0, 0};
+}
+
+// The instantiations: one row per shape of cuda_hip/flash_shapes.def (a pair
+// listed twice gets two equal rows; lookups take the first).
 inline constexpr FlashTileConfig flash_tile_configs[] = {
-    {192, 128, 4, 64},
-    {128, 128, 4, 64},
-    {256, 256, 4, 32},
+#define MLA_FLASH_SHAPE(nope, rope, v) choose_tile((nope) + (rope), (v)),
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
 };
 
-static_assert(is_valid(flash_tile_configs[0]), "192/128 tile breaks a constraint");
-static_assert(is_valid(flash_tile_configs[1]), "128/128 tile breaks a constraint");
-static_assert(is_valid(flash_tile_configs[2]), "256/256 tile breaks a constraint");
+constexpr bool every_tile_is_valid() {
+  for (const FlashTileConfig& c : flash_tile_configs) {
+    if (!is_valid(c)) return false;
+  }
+  return true;
+}
+static_assert(every_tile_is_valid(), "a shape of cuda_hip/flash_shapes.def has no HIP_FLASH tile that fits");
 
 // The row for (dqk, dv), or null when no kernel was built for it.
 MLA_HOST_DEVICE constexpr const FlashTileConfig* find_flash_tile_config(int head_dim_qk, int head_dim_v) {

@@ -1,5 +1,5 @@
-// Runtime (dtype, head dims) -> compiled instantiation. Adding a row to
-// flash_config.hpp means adding a flash_dqk*_dv*.hip file and a branch here.
+// Runtime (dtype, head dims) -> compiled instantiation: one branch per shape
+// of cuda_hip/flash_shapes.def.
 #include <string>
 
 #include "cuda_hip/gpu_runtime.hpp"
@@ -13,11 +13,12 @@ namespace {
 
 template <DType D>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, gpu::Stream stream) {
-  if (head_dim_qk == 192 && head_dim_v == 128) return launch_flash_forward<D, 192, 128>(params, stream);
-  if (head_dim_qk == 128 && head_dim_v == 128) return launch_flash_forward<D, 128, 128>(params, stream);
-  if (head_dim_qk == 256 && head_dim_v == 256) return launch_flash_forward<D, 256, 256>(params, stream);
+#define MLA_FLASH_SHAPE(nope, rope, v) \
+  if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) return launch_flash_forward<D, (nope) + (rope), (v)>(params, stream);
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
   raise(ErrorCategory::internal, "HIP_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
-                                     std::to_string(head_dim_v) + " have a tile configuration but no dispatch branch");
+                                     std::to_string(head_dim_v) + " have a tile configuration but no kernel");
 }
 
 }  // namespace

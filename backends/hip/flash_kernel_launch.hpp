@@ -1,5 +1,5 @@
 // The <<<>>> launch of the HIP_FLASH kernel and its launch error, named after
-// the instantiation. Included only by the instantiation files flash_dqk*_dv*.hip.
+// the instantiation. Included only by flash_instantiate.hpp.
 #pragma once
 
 #include <string>

@@ -243,7 +243,7 @@ struct FlashKernel {
     const int dv = layout.dv;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, rows), [&](int r) {
       const float sum = row_sum[r];
-      // No visible key: output 0 and LSE -inf (CONTRACT.md §2).
+      // No visible key: output 0 and LSE -inf (docs/contract.md §2).
       const float inverse = sum > 0.0f ? out_multiplier / sum : 0.0f;
       for (int c = 0; c < dv; ++c) out(token + r, head, c) = Element<kOut>::store(acc[r * layout.dv_padded + c] * inverse);
       if (write_lse) {

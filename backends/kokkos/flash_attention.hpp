@@ -15,7 +15,7 @@ using AttentionProblem = detail::HostAttentionProblem;
 // FlashAttention-2 on Kokkos' default host execution space.
 void flash_attention(const AttentionProblem& problem);
 
-// CONTRACT.md §3 on arguments that passed check_merge_args.
+// docs/contract.md §3 on arguments that passed check_merge_args.
 void merge_states(const MergeArgs& args);
 
 }  // namespace mla::kokkos

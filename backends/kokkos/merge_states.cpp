@@ -1,4 +1,4 @@
-// merge_attn_states (CONTRACT.md §3) as one Kokkos parallel_for over
+// merge_attn_states (docs/contract.md §3) as one Kokkos parallel_for over
 // (token, head) pairs; each pair rescales its V-wide rows in fp32.
 #include <Kokkos_Core.hpp>
 

@@ -15,7 +15,7 @@ using AttentionProblem = detail::HostAttentionProblem;
 
 void attention(const AttentionProblem& problem);
 
-// CONTRACT.md §3 on arguments that passed check_merge_args.
+// docs/contract.md §3 on arguments that passed check_merge_args.
 void merge(const MergeArgs& args);
 
 class ReferenceBackend final : public detail::HostBackend {

@@ -1,4 +1,4 @@
-// merge_attn_states exactly as CONTRACT.md §3 states it, in fp64. Two choices
+// merge_attn_states exactly as docs/contract.md §3 states it, in fp64. Two choices
 // beyond the contract's text keep garbage out of the result: a partial result
 // whose weight is exactly zero is not read at all (a NaN in an empty row's
 // output cannot leak), and every index is 64-bit.

@@ -8,7 +8,7 @@
 // q/k/v (rotating through copies at different offsets of a random pool, so L2
 // never holds the inputs); the output buffer is preallocated and the LSE not
 // requested, so no allocation sits inside the timed region. TFLOP/s from the
-// median of the runs after warm-up, FLOPs as CONTRACT.md §8:
+// median of the runs after warm-up, FLOPs as docs/contract.md §7:
 // H * (dqk + dv) * sum_i s_i^2.
 //
 // Merge: bytes moved (both inputs, both LSEs, output and output LSE) over the

@@ -11,7 +11,7 @@ ci/gpu-check can put the rows side by side:
 
 A backend that refuses the shape prints "n/a". Varlen batches run one
 sequence after another inside the timed region (SDPA has no varlen entry).
-FLOPs as CONTRACT.md section 8 counts them, H * (192 + 128) * sum s_i^2, for
+FLOPs as docs/contract.md section 7 counts them, H * (192 + 128) * sum s_i^2, for
 every row (the padded flash run does more work than it is credited for).
 
   python3 bench/gpu/sdpa_peer.py [--quick] [--runs N]

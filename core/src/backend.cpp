@@ -1,5 +1,5 @@
 // The non-virtual half of the backend interface: validation of descriptions
-// (CONTRACT.md §4) and the argument checks every backend shares, so that all
+// (docs/contract.md §8) and the argument checks every backend shares, so that all
 // backends reject the same bad input with the same message.
 #include "mla/backend.hpp"
 

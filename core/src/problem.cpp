@@ -77,7 +77,7 @@ void check_metadata(const PrefillMetadata& metadata) {
                                                        metadata.cu_seqlens_q.size(), metadata.cu_seqlens_k.size()));
   }
   // Causal rows with more queries than keys are allowed: with the bottom-right
-  // aligned mask their first queries see no key and give 0 / -inf (CONTRACT.md §2).
+  // aligned mask their first queries see no key and give 0 / -inf (docs/contract.md §2).
   if (metadata.max_seqlen_q < max_seqlen(metadata.cu_seqlens_q) || metadata.max_seqlen_k < max_seqlen(metadata.cu_seqlens_k)) {
     raise(ErrorCategory::invalid_argument,
           fmt::format("max_seqlen_q/k ({}, {}) are smaller than the longest sequences ({}, {})", metadata.max_seqlen_q,

@@ -1,4 +1,4 @@
-// Backend selection (CONTRACT.md §6). Nothing here depends on which backends
+// Backend selection (docs/contract.md §10). Nothing here depends on which backends
 // were compiled: a compiled-out backend is a candidate like any other, and its
 // description says why it is not available.
 #include "mla/selector.hpp"

@@ -1,4 +1,4 @@
-// AMD gfx names -> capability (CONTRACT.md §7). The runtime reports names like
+// AMD gfx names -> capability (docs/contract.md §11). The runtime reports names like
 // "gfx90a:sramecc+:xnack-"; only the part before the first ':' names the chip.
 #include <cctype>
 #include <optional>

@@ -1,4 +1,4 @@
-// The numeric contract (CONTRACT.md §1-3), checked against REFERENCE for the
+// The numeric contract (docs/contract.md §1-4), checked against REFERENCE for the
 // backend this executable was compiled for. Batches mix empty, length-1 and
 // odd-length sequences; caller-supplied outputs are padded and poisoned.
 #include <algorithm>
@@ -130,7 +130,7 @@ TEST_P(Conformance, ContextChunksWithEmptyRows) {
   }
 }
 
-// Merge inputs: random outputs and LSEs with every special case of CONTRACT.md
+// Merge inputs: random outputs and LSEs with every special case of docs/contract.md
 // §3 on rows t < `special_below`: prefix or suffix empty (-inf), FA2-style
 // +inf, both empty.
 struct MergeInputs {

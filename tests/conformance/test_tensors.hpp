@@ -1,7 +1,7 @@
 // Test helpers shared by the conformance suite and the REFERENCE tests: host
 // tensors with padding and NaN poison, random data rounded to the dtype,
 // copies to and from a queue, and the comparison of attention results against
-// the reference with CONTRACT.md §9 tolerances.
+// the reference with docs/contract.md §6 tolerances.
 #pragma once
 
 #include <cstddef>
@@ -69,7 +69,7 @@ void download(Queue& queue, const DeviceTensor& device, HostTensor& host);
 // A host copy of any view on `queue` (the span its strides cover), same strides.
 HostTensor download(Queue& queue, const TensorView& view);
 
-// CONTRACT.md §9: relative norm error of the output and absolute LSE error.
+// docs/contract.md §6: relative norm error of the output and absolute LSE error.
 struct Tolerance {
   double out_relative = 1e-5;
   double lse_absolute = 1e-3;

@@ -77,7 +77,7 @@ inline TensorView on_host(const TensorView& view, std::vector<std::uint8_t>& byt
   return host;
 }
 
-// CONTRACT.md §9: relative norm error of out and absolute LSE error against
+// docs/contract.md §6: relative norm error of out and absolute LSE error against
 // the fp64 REFERENCE; NaN never passes, -inf must match -inf.
 inline ::testing::AssertionResult close_to_reference(const TensorView& out, const TensorView& lse,
                                                      const TensorView& ref_out, const TensorView& ref_lse,

@@ -1,6 +1,6 @@
 // The GPU kernels' scalar conversions and softmax pieces, compiled for the
 // host: bit-identical to core's conversions, and the merge / LSE rules of
-// CONTRACT.md §2-3.
+// docs/contract.md §2-3.
 #include <gtest/gtest.h>
 
 #include <cmath>

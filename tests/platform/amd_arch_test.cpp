@@ -1,4 +1,4 @@
-// AMD gfx names -> capability (CONTRACT.md §7), and the vendor-first rule that
+// AMD gfx names -> capability (docs/contract.md §11), and the vendor-first rule that
 // keeps gfx90a and sm_90 (both "9.0") apart.
 #include <gtest/gtest.h>
 

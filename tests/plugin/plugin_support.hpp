@@ -43,7 +43,7 @@ double relative_error(const TensorView& out, const TensorView& ref);
 // -inf must be -inf exactly, else the result is +inf.
 double lse_error(const TensorView& lse, const TensorView& ref);
 
-// CONTRACT tolerances against the fp64 reference.
+// docs/contract.md §6 tolerances against the fp64 reference.
 double out_tolerance(DType dtype);
 double lse_tolerance(DType dtype);
 

@@ -1,4 +1,4 @@
-// REFERENCE merge_attn_states, one test per line of CONTRACT.md §3.
+// REFERENCE merge_attn_states, one test per line of docs/contract.md §3.
 #include <cmath>
 #include <limits>
 

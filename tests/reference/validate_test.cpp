@@ -1,4 +1,4 @@
-// validate() and to_string(SelectorConfig): CONTRACT.md §4 order and wording,
+// validate() and to_string(SelectorConfig): docs/contract.md §8 order and wording,
 // and the REFERENCE entry's description.
 #include "reference/reference_helpers.hpp"
 

@@ -1,5 +1,5 @@
 // Auto-selection: the platform's priority list, first valid wins, and the
-// error that lists every reason when none is (CONTRACT.md §6, steps 3 and 4).
+// error that lists every reason when none is (docs/contract.md §10, steps 3 and 4).
 #include "selector/selector_fixture.hpp"
 
 namespace mla::test {

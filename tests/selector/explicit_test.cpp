@@ -1,5 +1,5 @@
 // Explicit choices (API > MLA_PREFILL_BACKEND > YAML) and the unknown-capability
-// rule (CONTRACT.md §6, steps 1 and 2).
+// rule (docs/contract.md §10, steps 1 and 2).
 #include "config/scoped_env.hpp"
 #include "selector/selector_fixture.hpp"
 
@@ -109,7 +109,7 @@ TEST_F(SelectorTest, ExplicitCustomMustBeRegistered) {
 }
 
 TEST_F(SelectorTest, ReasonsKeepTheContractOrder) {
-  // All four reasons at once, in CONTRACT.md §4 order.
+  // All four reasons at once, in docs/contract.md §8 order.
   fake("KOKKOS", FakeSpec{}
                      .capability_if([](const DeviceCapability&) { return false; })
                      .only_dtypes({DType::bfloat16})

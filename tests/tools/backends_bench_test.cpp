@@ -165,7 +165,7 @@ TEST(ToolBench, ReferenceReportsItselfAsTheOracle) {
   EXPECT_TRUE(contains(result.out, "H=16, dims (qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128), bfloat16"))
       << result.out;
   EXPECT_TRUE(contains(result.out, "scale 0.135234")) << result.out;
-  // GFLOP as CONTRACT.md §8 counts them for the built-in batch:
+  // GFLOP as docs/contract.md §7 counts them for the built-in batch:
   // new tokens 16 * 320 * (300^2 + 200^2 + 1^2 + 97^2 + 333^2) = 1.2815e9;
   // chunk 2 * 16 * 320 * (300 * 128 + 1 * 17 + 333 * 160) = 0.9390e9.
   const std::vector<std::string> new_tokens = bench_columns(result.out, "new tokens (causal)");
@@ -188,7 +188,7 @@ TEST(ToolBench, AutoSelectedBackendIsCheckedAgainstReference) {
   for (const char* phase : {"new tokens (causal)", "prefill step (+1 chunk, merge)"}) {
     const std::vector<std::string> columns = bench_columns(result.out, phase);
     ASSERT_EQ(columns.size(), 5u) << result.out;
-    // bf16 bounds of CONTRACT.md §9; "nan" parses as NaN and fails both.
+    // bf16 bounds of docs/contract.md §6; "nan" parses as NaN and fails both.
     EXPECT_LT(std::stod(columns[3]), 1e-2) << phase;
     EXPECT_LT(std::stod(columns[4]), 1e-2) << phase;
   }
@@ -208,7 +208,7 @@ TEST(ToolBench, ShapeFromTheOptions) {
       << result.out;
   EXPECT_TRUE(contains(result.out, "new tokens [5, 0, 3] (8 queries); one context chunk [2, 1, 0] (3 keys)"))
       << result.out;
-  // CONTRACT.md §8: causal 2 * (24 + 32) * (25 + 9) = 3808 flops; the chunk adds
+  // docs/contract.md §7: causal 2 * (24 + 32) * (25 + 9) = 3808 flops; the chunk adds
   // 2 * 2 * 56 * (5 * 2) = 2240.
   const std::vector<std::string> new_tokens = bench_columns(result.out, "new tokens (causal)");
   ASSERT_EQ(new_tokens.size(), 7u) << result.out;

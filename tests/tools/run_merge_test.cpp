@@ -114,7 +114,7 @@ TEST(ToolRun, AutoSelectionWithFloat16FilesAndInt64CuSeqlensMatchesReference) {
 
   const Attention expected = reference_attention(problem.q, problem.k, problem.v, problem.heads, problem.dims,
                                                  problem.q_lens, problem.k_lens, false, 0.125f, DType::float16);
-  // CONTRACT.md §9, fp16; the -inf LSE of the keyless sequence must match exactly.
+  // docs/contract.md §6, fp16; the -inf LSE of the keyless sequence must match exactly.
   EXPECT_LT(relative_error(read_floats(dir.path("out.npy")), expected.out), 2e-3);
   EXPECT_LT(max_abs_error(read_floats(dir.path("lse.npy")), expected.lse), 1e-3);
   EXPECT_EQ(expected.lse[1], -inf);  // sequence 1 has no keys
@@ -150,7 +150,7 @@ TEST(ToolMerge, MatchesReferenceMergeAndCopiesTokensWithoutContext) {
   prefix_lse[0] = -inf;  // empty prefix: the suffix alone
   prefix_lse[1] = -inf;  // both empty: 0 and -inf, no NaN
   suffix_lse[1] = -inf;
-  suffix_lse[2] = inf;  // +inf counts as empty (CONTRACT.md §3)
+  suffix_lse[2] = inf;  // +inf counts as empty (docs/contract.md §3)
   write_floats(dir.path("po.npy"), {tokens, heads, dv}, prefix_out);
   write_floats(dir.path("pl.npy"), {heads, tokens}, prefix_lse);
   write_floats(dir.path("so.npy"), {tokens, heads, dv}, suffix_out);

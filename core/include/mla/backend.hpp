@@ -2,7 +2,7 @@
 // description that can be validated without constructing anything, and an
 // object that runs new tokens, context chunks and the LSE merge.
 //
-// Tensor conventions (CONTRACT.md §1-3), Nq = metadata.num_q_tokens():
+// Tensor conventions (docs/contract.md §1-2), Nq = metadata.num_q_tokens():
 //   q   [Nq, H, dqk]   k [Nk, H, dqk]   v [Nk, H, V]   (strides are honoured)
 //   out [Nq, H, V]     lse [H, Nq] float32, natural log, -inf for rows without keys
 #pragma once
@@ -58,7 +58,7 @@ struct BackendDescription {
   bool requires_equal_qk_v = false;
 };
 
-// Reasons, in CONTRACT.md §4 order and wording, why `description` cannot serve
+// Reasons, in docs/contract.md §8 order and wording, why `description` cannot serve
 // `config` on `capability`. Empty means valid.
 std::vector<std::string> validate(const BackendDescription& description, const DeviceCapability& capability,
                                   const SelectorConfig& config);
@@ -85,7 +85,7 @@ struct AttentionResult {
   TensorView lse;  // [H, Nq] float32
 };
 
-// Arguments of merge_attn_states (CONTRACT.md §3).
+// Arguments of merge_attn_states (docs/contract.md §3).
 struct MergeArgs {
   TensorView prefix_out;  // [N, H, V]
   TensorView prefix_lse;  // [H, N] float32
@@ -132,7 +132,7 @@ class PrefillBackend {
   virtual AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
                                             const TensorView& k, const TensorView& v) = 0;
 
-  // Joins two partial attentions (CONTRACT.md §3).
+  // Joins two partial attentions (docs/contract.md §3).
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
 
   virtual bool supports_quant_output(QuantKey key) const;

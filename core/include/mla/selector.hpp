@@ -1,5 +1,5 @@
 // Chooses the prefill backend, mirroring vLLM's get_mla_prefill_backend
-// (CONTRACT.md §6): unknown capability -> configured default; explicit choice
+// (docs/contract.md §10): unknown capability -> configured default; explicit choice
 // validated with no silent fallback; auto -> first valid backend of the
 // platform's priority list; none valid -> error with every reason. Choices are
 // cached per (vendor, capability, dtype, dims, explicit choice).

@@ -17,7 +17,7 @@ std::string_view vendor_name(Vendor vendor);
 
 struct DeviceCapability {
   Vendor vendor = Vendor::host;
-  int major = 0;  // NVIDIA: compute capability; AMD: from the gfx name (CONTRACT.md §7)
+  int major = 0;  // NVIDIA: compute capability; AMD: from the gfx name (docs/contract.md §11)
   int minor = 0;
   bool capability_known = true;      // false when a GPU's arch could not be read
   std::string arch = "host";         // "sm_90", "gfx90a", "host"
