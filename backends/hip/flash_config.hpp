@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "cuda_hip/host_device.hpp"
+#include "cuda_hip/tile_table.hpp"
 #include "mfma_layout.hpp"
 
 namespace mla::hip_flash {
@@ -74,38 +75,20 @@ MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
 // faster has not been measured: no AMD GPU was available when this was written.
 inline constexpr FlashTileConfig tile_candidates[] = {{0, 0, 4, 64}, {0, 0, 4, 32}};
 
-// No candidate fits: zero waves, which is_valid rejects (the static_assert below).
-MLA_HOST_DEVICE constexpr FlashTileConfig choose_tile(int head_dim_qk, int head_dim_v) {
-  for (FlashTileConfig c : tile_candidates) {
-    c.head_dim_qk = head_dim_qk;
-    c.head_dim_v = head_dim_v;
-    if (is_valid(c)) return c;
-  }
-  return {head_dim_qk, head_dim_v, 0, 0};
-}
-
 // The instantiations: one row per shape of cuda_hip/flash_shapes.def (a pair
 // listed twice gets two equal rows; lookups take the first).
 inline constexpr FlashTileConfig flash_tile_configs[] = {
-#define MLA_FLASH_SHAPE(nope, rope, v) choose_tile((nope) + (rope), (v)),
+#define MLA_FLASH_SHAPE(nope, rope, v) gpu_flash::first_fitting_tile(tile_candidates, (nope) + (rope), (v)),
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
 };
 
-constexpr bool every_tile_is_valid() {
-  for (const FlashTileConfig& c : flash_tile_configs) {
-    if (!is_valid(c)) return false;
-  }
-  return true;
-}
-static_assert(every_tile_is_valid(), "a shape of cuda_hip/flash_shapes.def has no HIP_FLASH tile that fits");
+static_assert(gpu_flash::every_tile_is_valid(flash_tile_configs),
+              "a shape of cuda_hip/flash_shapes.def has no HIP_FLASH tile that fits");
 
 // The row for (dqk, dv), or null when no kernel was built for it.
 MLA_HOST_DEVICE constexpr const FlashTileConfig* find_flash_tile_config(int head_dim_qk, int head_dim_v) {
-  for (const FlashTileConfig& c : flash_tile_configs) {
-    if (c.head_dim_qk == head_dim_qk && c.head_dim_v == head_dim_v) return &c;
-  }
-  return nullptr;
+  return gpu_flash::find_tile(flash_tile_configs, head_dim_qk, head_dim_v);
 }
 
 template <int HeadDimQk, int HeadDimV>
