@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "gpu_test_support.hpp"
@@ -46,6 +47,7 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
 #if defined(MLA_TEST_EMULATED_CUDA)
     const BackendEntry entry = simt::emulated_cuda_flash_entry();
     simt::set_schedule(simt::Schedule::reverse);
+    simt::reset_statistics();
 #else
     MLA_REQUIRE_CUDA_DEVICE();
     queue_ = Queue(DeviceBackend::cuda, 0);
@@ -60,7 +62,10 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
   }
 
 #if defined(MLA_TEST_EMULATED_CUDA)
-  void TearDown() override { simt::set_schedule(simt::Schedule::forward); }
+  void TearDown() override {
+    simt::set_schedule(simt::Schedule::forward);
+    if (!IsSkipped()) std::printf("[ emulator ] %s\n", simt::describe(simt::statistics()).c_str());
+  }
 #endif
 
   double out_tolerance() const { return params_.dtype == DType::bfloat16 ? 1e-2 : 2e-3; }
