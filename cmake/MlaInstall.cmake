@@ -8,8 +8,10 @@ install(TARGETS mla EXPORT mlaprefillTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The public headers of core and platform; their detail/ folders are internal.
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/core/include/mla ${CMAKE_CURRENT_SOURCE_DIR}/platform/include/mla
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  PATTERN detail EXCLUDE)
 install(EXPORT mlaprefillTargets NAMESPACE mla:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mlaprefill)
 configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/mlaprefillConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/mlaprefillConfig.cmake

@@ -12,6 +12,7 @@
 
 #include "command.hpp"
 #include "json_writer.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::tools {
 namespace {

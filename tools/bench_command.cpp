@@ -21,6 +21,7 @@
 #include <random>
 
 #include "command.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::tools {
 namespace {

@@ -25,17 +25,18 @@ void SelectionOptions::add_to(CLI::App& app) {
 
 Selector SelectionOptions::make_selector() const {
   Config config = resolve_config(config_path);
-  // The command reports the selection itself, so the library's info lines
-  // (the default) are shown only when asked for with --log-level.
+  // --log-level is the top layer. Without it the command reports the
+  // selection itself, so the library's info lines (the default) become warn.
   const LogLevel configured = config.log_level.value_or(LogLevel::info);
-  set_log_level(log_level_override.value_or(configured == LogLevel::info ? LogLevel::warn : configured));
-  config.log_level.reset();  // already applied; the Selector must not undo --log-level
+  config.log_level = log_level_override.value_or(configured == LogLevel::info ? LogLevel::warn : configured);
   // --backend is this program's API-level choice: the top layer, above YAML and
   // MLA_PREFILL_BACKEND, and named as the flag in every message.
   if (backend) {
     config.backend = *backend;
     config.backend_origin = ConfigOrigin{"--backend"};
   }
+  // The level is set before the plugins load, so their lines follow it too.
+  configure(config);
   return Selector(std::move(config));
 }
 

@@ -54,8 +54,9 @@ struct SelectionOptions {
   std::optional<std::string> backend;      // none: the config's choice (MLA_PREFILL_BACKEND, YAML) or auto
 
   void add_to(CLI::App& app);
-  // resolve_config(--config) with --backend layered on top as the API choice,
-  // wrapped in a Selector (which loads the plugins), after setting the log level.
+  // resolve_config(--config) with --log-level and --backend layered on top as
+  // the API choices, applied to the process with configure() (log level,
+  // plugins, overrides) and wrapped in a Selector. Called once per command.
   Selector make_selector() const;
 };
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::tools {
 namespace {

@@ -5,17 +5,12 @@
 
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
+#include "capability.hpp"
 #include "flash_config.hpp"
 #include "flash_launch.hpp"
 
 namespace mla::cuda_flash {
 namespace {
-
-// mma.sync m16n8k16 with bf16 and cp.async need Ampere or newer.
-std::string device_gap(const DeviceCapability& device) {
-  if (device.major >= 8) return {};
-  return "needs compute capability 8.0 or newer; the queue's device is " + device.describe();
-}
 
 std::optional<gpu_flash::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_dim_v) {
   const FlashTileConfig* tile = find_flash_tile_config(head_dim_qk, head_dim_v);

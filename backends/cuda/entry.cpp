@@ -4,8 +4,9 @@
 #include <memory>
 
 #include "arch_coverage.hpp"
+#include "capability.hpp"
 #include "cuda_hip/flash_dims.hpp"
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "mla/error.hpp"
 
 #if defined(MLA_WITH_CUDA)
@@ -19,10 +20,7 @@ BackendEntry cuda_flash_backend_entry() {
   description.name = "CUDA_FLASH";
   description.dtypes = {DType::float16, DType::bfloat16};
   description.dims.assign(std::begin(gpu_flash::flash_dims), std::end(gpu_flash::flash_dims));
-  // mma.sync m16n8k16 with bf16 and cp.async need Ampere or newer.
-  description.supports_capability = [](const DeviceCapability& capability) {
-    return capability.vendor == Vendor::nvidia && capability.major >= 8;
-  };
+  description.supports_capability = cuda_flash::supports_device;
   description.fp8_output = true;
 #if defined(MLA_WITH_CUDA)
   description.availability = [] { return Availability{}; };

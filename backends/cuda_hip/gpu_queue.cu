@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "gpu_runtime.hpp"
-#include "mla/detail/queue_impl.hpp"
+#include "gpu_queue.hpp"
+#include "mla/platform.hpp"
 #include "mla/error.hpp"
 #include "mla/log.hpp"
 #include "mla/detail/vendor_devices.hpp"

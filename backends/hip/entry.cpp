@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "cuda_hip/flash_dims.hpp"
-#include "mla/detail/builtin.hpp"
+#include "hip/capability.hpp"
+#include "builtin_entries.hpp"
 #include "mla/error.hpp"
 
 #if MLA_WITH_HIP
@@ -20,13 +21,6 @@
 
 namespace mla::detail {
 namespace {
-
-// CDNA1/2 (gfx908, gfx90a: 9.0), CDNA3 (gfx942: 9.4), CDNA4 (gfx950: 9.5):
-// the MFMA, wave64 GPUs the kernels are written for.
-bool is_cdna_capability(const DeviceCapability& capability) {
-  return capability.vendor == Vendor::amd && capability.major == 9 &&
-         (capability.minor == 0 || capability.minor == 4 || capability.minor == 5);
-}
 
 #if MLA_WITH_HIP
 // "gfx90a,gfx908" -> {"gfx90a", "gfx908"}.
@@ -62,7 +56,7 @@ BackendEntry hip_flash_backend_entry() {
   description.name = "HIP_FLASH";
   description.dtypes = {DType::float16, DType::bfloat16};
   description.dims.assign(std::begin(gpu_flash::flash_dims), std::end(gpu_flash::flash_dims));
-  description.supports_capability = is_cdna_capability;
+  description.supports_capability = hip_flash::supports_device;
   description.fp8_output = true;
 #if MLA_WITH_HIP
   description.availability = [] { return Availability{}; };

@@ -4,6 +4,7 @@
 
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
+#include "capability.hpp"
 #include "flash_config.hpp"
 #include "flash_launch.hpp"
 
@@ -16,10 +17,8 @@ std::optional<gpu_flash::KernelTile> find_tile(DType dtype, int head_dim_qk, int
   return gpu_flash::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
 }
 
-// The wave64 requirement is checked where the kernel is launched
-// (flash_dispatch.hip); the selector already keeps other devices away.
 constexpr gpu_flash::FlashVendor hip_vendor{
-    "HIP_FLASH", DeviceBackend::hip, "HIP", nullptr, find_tile, launch_flash_attention, hip::merge_attn_states,
+    "HIP_FLASH", DeviceBackend::hip, "HIP", device_gap, find_tile, launch_flash_attention, hip::merge_attn_states,
 };
 
 }  // namespace

@@ -3,7 +3,7 @@
 // Without Kokkos it still links and reports why it is unavailable.
 #include <memory>
 
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "mla/error.hpp"
 
 #ifdef MLA_WITH_KOKKOS

@@ -3,7 +3,7 @@
 // backend; these functions only require Kokkos to be initialised.
 #pragma once
 
-#include "mla/detail/host_backend.hpp"
+#include "host/host_backend.hpp"
 
 namespace mla::kokkos {
 

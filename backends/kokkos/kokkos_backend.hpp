@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "mla/detail/host_backend.hpp"
+#include "host/host_backend.hpp"
 
 namespace mla::kokkos {
 

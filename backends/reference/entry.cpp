@@ -2,7 +2,7 @@
 // any device (it runs on the host), always available.
 #include <memory>
 
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "reference_backend.hpp"
 
 namespace mla::detail {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "mla/backend.hpp"
-#include "mla/detail/host_backend.hpp"
+#include "host/host_backend.hpp"
 
 namespace mla::reference {
 

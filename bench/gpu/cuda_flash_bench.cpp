@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "mla/mla.hpp"
 
 namespace mla::bench {

@@ -111,7 +111,7 @@ void parse_overrides(const ConfigNode& node, Config& config) {
     backend_name(member.key, member.key_origin, "'overrides'", false);
     const std::string& factory = expect_scalar(member.value, "the factory of override '" + member.key + "'");
     if (factory.empty()) config_error(member.value.origin, "override '" + member.key + "' names no factory");
-    // Factories are looked up when a Selector applies the overrides, after
+    // Factories are looked up when configure() applies the overrides, after
     // plugins (which may add names) have been loaded.
     config.overrides[member.key] = factory;
   }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "mla/backend.hpp"
-#include "mla/plugin.h"
+#include "mla/plugin_abi.h"
 
 namespace mla::detail {
 

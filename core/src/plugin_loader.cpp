@@ -15,8 +15,8 @@
 
 #include "mla/error.hpp"
 #include "mla/log.hpp"
-#include "mla/plugin.h"
-#include "mla/plugins.hpp"
+#include "mla/plugin_abi.h"
+#include "mla/registration.hpp"
 #include "plugin_backend.hpp"
 
 namespace mla {
@@ -244,7 +244,7 @@ Function function_symbol(const Library& library, const std::string& path, const 
   void* address = library.symbol(name);
   if (address == nullptr) {
     load_error(path, std::string("it does not export ") + name +
-                         " (is it an mlaprefill plugin? Define it with MLA_PLUGIN_EXPORT, see mla/plugin.h)");
+                         " (is it an mlaprefill plugin? Define it with MLA_PLUGIN_EXPORT, see mla/plugin_abi.h)");
   }
   // POSIX guarantees that a dlsym address converts to a function pointer.
   Function function;
@@ -316,7 +316,7 @@ void load_plugin(const std::string& requested) {
   if (plugin_version != MLA_PLUGIN_ABI_VERSION) {
     load_error(path, "it was built for plugin ABI version " + std::to_string(plugin_version) +
                          ", but this library expects version " + std::to_string(MLA_PLUGIN_ABI_VERSION) +
-                         "; rebuild it against this library's mla/plugin.h");
+                         "; rebuild it against this library's mla/plugin_abi.h");
   }
 
   Staging staging{path, {}, std::nullopt};

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "mla/detail/queue_impl.hpp"
 #include "mla/error.hpp"
 
@@ -17,20 +19,7 @@ std::string_view device_backend_name(DeviceBackend backend) {
 }
 
 bool device_backend_built(DeviceBackend backend) {
-  switch (backend) {
-    case DeviceBackend::host: return true;
-#if defined(MLA_WITH_CUDA)
-    case DeviceBackend::cuda: return true;
-#else
-    case DeviceBackend::cuda: return false;
-#endif
-#if defined(MLA_WITH_HIP)
-    case DeviceBackend::hip: return true;
-#else
-    case DeviceBackend::hip: return false;
-#endif
-  }
-  return false;
+  return backend == DeviceBackend::host || detail::vendor_queue_built(backend);
 }
 
 namespace {
@@ -43,18 +32,8 @@ std::shared_ptr<detail::QueueImpl> make_queue(DeviceBackend backend, int device_
                       device_backend_name(backend), backend == DeviceBackend::cuda ? "CUDA" : "HIP",
                       device_backend_name(backend)));
   }
-  switch (backend) {
-    case DeviceBackend::host: return detail::make_host_queue();
-#if defined(MLA_WITH_CUDA)
-    case DeviceBackend::cuda: return detail::make_cuda_queue(device_index);
-#endif
-#if defined(MLA_WITH_HIP)
-    case DeviceBackend::hip: return detail::make_hip_queue(device_index);
-#endif
-    default: break;
-  }
-  (void)device_index;
-  raise(ErrorCategory::internal, "unreachable queue backend");
+  if (backend == DeviceBackend::host) return detail::make_host_queue();
+  return detail::make_vendor_queue(backend, device_index);
 }
 
 const std::shared_ptr<detail::QueueImpl>& checked(const std::shared_ptr<detail::QueueImpl>& impl) {
@@ -69,13 +48,7 @@ Queue Queue::host() { return Queue(detail::make_host_queue()); }
 Queue::Queue(DeviceBackend backend, int device_index) : impl_(make_queue(backend, device_index)) {}
 
 Queue Queue::default_queue() {
-  if (!detect_devices().empty()) {
-#if defined(MLA_WITH_CUDA)
-    return Queue(DeviceBackend::cuda, 0);
-#elif defined(MLA_WITH_HIP)
-    return Queue(DeviceBackend::hip, 0);
-#endif
-  }
+  if (const std::optional<DeviceBackend> gpu = detail::default_vendor_queue()) return Queue(*gpu, 0);
   return host();
 }
 

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "mla/error.hpp"
 #include "mla/log.hpp"
-#include "mla/plugins.hpp"
+#include "mla/registration.hpp"
 #include "registry_generation.hpp"
 
 namespace mla {
@@ -188,12 +190,14 @@ struct Selector::Cache {
   std::map<std::string, Selection> entries;
 };
 
-Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make_shared<Cache>()) {
-  if (config_.log_level) set_log_level(*config_.log_level);
+void configure(const Config& config) {
+  if (config.log_level) set_log_level(*config.log_level);
   // Plugins first: they may define the factories that overrides name.
-  for (const std::string& plugin : config_.plugins) load_plugin(plugin);
+  for (const std::string& plugin : config.plugins) load_plugin(plugin);
   auto& registry = mla_prefill_registry();
-  for (const auto& [member, factory] : config_.overrides) {
+  // Every override is resolved before any is bound, so a bad one binds none.
+  std::vector<std::pair<MlaPrefillBackendKind, BackendEntry>> bindings;
+  for (const auto& [member, factory] : config.overrides) {
     const MlaPrefillBackendKind kind = registry.parse(member);
     std::optional<BackendEntry> entry = find_named_factory(factory);
     if (!entry) {
@@ -203,9 +207,12 @@ Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make
             "Override " + member + ": " + factory +
                 " names no registered factory (is its plugin loaded?). Known factories: " + known);
     }
-    registry.register_backend(kind, *std::move(entry), RegisterMode::replace);
+    bindings.emplace_back(kind, *std::move(entry));
   }
+  for (auto& [kind, entry] : bindings) registry.register_backend(kind, std::move(entry), RegisterMode::replace);
 }
+
+Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make_shared<Cache>()) {}
 
 Selection Selector::select(const SelectorConfig& request, const DeviceCapability& platform,
                            const std::optional<std::string>& explicit_backend) {
@@ -235,10 +242,6 @@ Selection Selector::select(const SelectorConfig& request, const DeviceCapability
   std::lock_guard lock(cache_->mutex);
   if (cache_->generation == generation) cache_->entries.emplace(key, selection);
   return selection;
-}
-
-Selection Selector::select(const SelectorConfig& request, const std::optional<std::string>& explicit_backend) {
-  return select(request, current_platform(), explicit_backend);
 }
 
 std::vector<CandidateReport> Selector::report(const SelectorConfig& request, const DeviceCapability& platform) const {

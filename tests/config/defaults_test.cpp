@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mla/platform.hpp"
 #include "mla/config.hpp"
 #include "mla/error.hpp"
 

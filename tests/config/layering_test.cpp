@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/scoped_env.hpp"
+#include "mla/platform.hpp"
 #include "mla/config.hpp"
 #include "mla/error.hpp"
 

@@ -5,12 +5,13 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #if defined(MLA_CONFORMANCE_EMULATED)
 #include <cstdio>
 
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"
+#include "mla/platform.hpp"
 #endif
 
 #ifndef MLA_CONFORMANCE_BACKEND

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "mla/platform.hpp"
 #include "mla/error.hpp"
 #include "mla/queue.hpp"
 

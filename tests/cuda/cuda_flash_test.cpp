@@ -16,7 +16,7 @@
 #include <random>
 
 #include "gpu_test_support.hpp"
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #if defined(MLA_TEST_EMULATED_CUDA)
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "gpu_test_support.hpp"
+#include "mla/platform.hpp"
 
 namespace mla {
 namespace {

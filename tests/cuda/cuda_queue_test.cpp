@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gpu_test_support.hpp"
+#include "mla/platform.hpp"
 
 namespace mla {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "arch_coverage.hpp"
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "mla/error.hpp"
 
 namespace mla {

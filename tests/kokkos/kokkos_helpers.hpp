@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "conformance/test_tensors.hpp"
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 
 namespace mla::testing {
 

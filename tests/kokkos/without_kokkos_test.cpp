@@ -2,7 +2,7 @@
 // and its factory refuses to build a backend.
 #include <gtest/gtest.h>
 
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "mla/error.hpp"
 
 namespace mla::testing {

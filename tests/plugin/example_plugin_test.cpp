@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "plugin_support.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::plugin_test {
 namespace {
@@ -120,6 +121,7 @@ TEST_F(ExamplePlugin, RefusesQuantisedOutputItCannotWrite) {
 TEST_F(ExamplePlugin, SelectedThroughAYamlOverride) {
   const Config config = Config::parse_yaml("plugins: ['" + example_plugin + "']\noverrides: {KOKKOS: EXAMPLE_PLUGIN}\n",
                                            "override.yaml", Config::builtin_defaults());
+  configure(config);
   Selector selector(config);
   EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).description.name, "EXAMPLE_PLUGIN");
 

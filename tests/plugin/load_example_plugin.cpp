@@ -3,7 +3,7 @@
 // named the plugin in its configuration would.
 #include <gtest/gtest.h>
 
-#include "mla/plugins.hpp"
+#include "mla/registration.hpp"
 
 namespace {
 

@@ -1,10 +1,11 @@
 // Plugins named by configuration: YAML `plugins:`, $MLA_PLUGINS, the
-// ${MLA_PLUGIN_DIR} variable, and the Selector as the one place that loads
+// ${MLA_PLUGIN_DIR} variable, and configure() as the one place that loads
 // them.
 #include <algorithm>
 #include <filesystem>
 
 #include "plugin_support.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::plugin_test {
 namespace {
@@ -39,24 +40,24 @@ TEST_F(PluginConfig, EnvironmentPluginsComeAfterTheYamlFile) {
   EXPECT_EQ(config.sources.back(), "MLA_PLUGINS");
 }
 
-TEST_F(PluginConfig, ResolvingLoadsNothingAndTheSelectorLoadsEverything) {
+TEST_F(PluginConfig, ResolvingLoadsNothingAndConfigureLoadsEverything) {
   const std::string failing = MLA_TEST_PLUGIN_FAILING;
   const ScopedEnv env("MLA_PLUGINS", failing);
   const Config config = resolve_config();
   ASSERT_EQ(config.plugins, std::vector<std::string>{failing});
-  Selector selector(config);
+  configure(config);
   EXPECT_TRUE(is_loaded(failing));
   EXPECT_TRUE(find_named_factory("FAILING_TEST_FACTORY").has_value());
 }
 
-TEST_F(PluginConfig, SelectorConstructionFailsOnABadPluginAndChangesNothing) {
+TEST_F(PluginConfig, ConfigureFailsOnABadPluginAndChangesNothing) {
   const TempDir dir;
   const std::string missing = dir.path() + "/libmissing.so";
   Config config = Config::builtin_defaults();
   config.plugins = {missing};
   config.overrides["KOKKOS"] = "REFERENCE";
   const RegistrySnapshot before = snapshot();
-  const std::string message = error_of([&] { Selector selector(config); }, ErrorCategory::plugin);
+  const std::string message = error_of([&] { configure(config); }, ErrorCategory::plugin);
   EXPECT_EQ(message, "Cannot load plugin '" + missing + "': no such file");
   EXPECT_EQ(snapshot(), before) << "the overrides after a failed plugin must not be applied";
 }
@@ -65,7 +66,9 @@ TEST_F(PluginConfig, YamlOverrideNamesAFactoryOfAPluginLoadedFirst) {
   const TempDir dir;
   const std::string yaml = dir.write("override.yaml", "plugins: ['" + std::string(MLA_TEST_PLUGIN_FAILING) +
                                                           "']\noverrides: {HIP_FLASH: FAILING_TEST_FACTORY}\n");
-  Selector selector(resolve_config(yaml));
+  const Config config = resolve_config(yaml);
+  configure(config);
+  Selector selector(config);
   MlaPrefillRegistry& registry = mla_prefill_registry();
   EXPECT_EQ(registry.resolve(MlaPrefillBackendKind::HIP_FLASH).description.name, "FAILING_TEST");
   const std::string message = error_of(
@@ -93,12 +96,12 @@ TEST_F(PluginConfig, PluginDirVariable) {
   const Config config = Config::parse_yaml("plugins: ['" + entry + "']\n", "conf/x.yaml", Config::builtin_defaults());
   ASSERT_EQ(config.plugins, std::vector<std::string>{entry});
   // ... and the loader expands it.
-  Selector selector(config);
+  configure(config);
   EXPECT_TRUE(is_loaded(example_plugin));
 
   const TempDir empty;
   const ScopedEnv elsewhere("MLA_PLUGIN_DIR", empty.path());
-  const std::string message = error_of([&] { Selector failing(config); }, ErrorCategory::plugin);
+  const std::string message = error_of([&] { configure(config); }, ErrorCategory::plugin);
   EXPECT_EQ(message, "Cannot load plugin '" + empty.path() + "/" + example_file + "': no such file (expanded from '" +
                          entry + "')");
 }
@@ -119,7 +122,9 @@ TEST_F(PluginConfig, DefaultPluginDirIsNextToLibmla) {
 
 TEST_F(PluginConfig, ShippedExampleConfigurationWorks) {
   if (!MLA_SHARED_LIBMLA) GTEST_SKIP() << "the example configuration relies on the default ${MLA_PLUGIN_DIR}";
-  Selector selector(resolve_config(std::string(MLA_SOURCE_DIR) + "/configs/examples/plugin.yaml"));
+  const Config config = resolve_config(std::string(MLA_SOURCE_DIR) + "/configs/examples/plugin.yaml");
+  configure(config);
+  Selector selector(config);
   EXPECT_TRUE(is_loaded(example_plugin));
   for (const CandidateReport& report : selector.report({DType::bfloat16, deepseek_dims}, host_capability())) {
     if (report.name != "CUSTOM") continue;

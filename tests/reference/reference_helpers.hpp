@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "conformance/test_tensors.hpp"
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "mla/detail/queue_impl.hpp"
 
 namespace mla::testing {

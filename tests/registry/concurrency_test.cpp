@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "mla/platform.hpp"
 #include "mla/error.hpp"
 #include "mla/log.hpp"
 #include "mla/registry.hpp"

@@ -1,6 +1,7 @@
 // Auto-selection: the platform's priority list, first valid wins, and the
 // error that lists every reason when none is (docs/contract.md §10, steps 3 and 4).
 #include "selector/selector_fixture.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::test {
 namespace {
@@ -106,7 +107,9 @@ TEST_F(SelectorTest, UnregisteredCustomInAListIsSkippedWithItsReason) {
 
 TEST_F(SelectorTest, OverridesFromTheConfigurationUseNamedFactories) {
   register_named_factory("TUNED_KOKKOS", make_fake_entry("TUNED_KOKKOS"), RegisterMode::replace);
-  Selector selector(config_from("overrides:\n  CUDA_FLASH: TUNED_KOKKOS\n"));
+  const Config config = config_from("overrides:\n  CUDA_FLASH: TUNED_KOKKOS\n");
+  configure(config);
+  Selector selector(config);
   EXPECT_TRUE(mla_prefill_registry().is_overridden(MlaPrefillBackendKind::CUDA_FLASH));
   const Selection selection = selector.select(bf16, hopper);
   EXPECT_EQ(selection.name, "CUDA_FLASH");  // the member keeps its place in the list
@@ -115,13 +118,13 @@ TEST_F(SelectorTest, OverridesFromTheConfigurationUseNamedFactories) {
   remove_named_factory("TUNED_KOKKOS");
 
   // Built-in names are factories too: KOKKOS bound to the real REFERENCE entry.
-  Selector to_reference(config_from("overrides: {KOKKOS: REFERENCE}\n"));
+  configure(config_from("overrides: {KOKKOS: REFERENCE}\n"));
   EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).description.name, "REFERENCE");
 }
 
 TEST_F(SelectorTest, OverrideNamingNoFactoryFails) {
   const std::string message = error_message(
-      [&] { Selector selector(config_from("overrides: {KOKKOS: NOT_LOADED}\n")); }, ErrorCategory::config);
+      [&] { configure(config_from("overrides: {KOKKOS: NOT_LOADED}\n")); }, ErrorCategory::config);
   EXPECT_NE(message.find("NOT_LOADED"), std::string::npos) << message;
   EXPECT_NE(message.find("Known factories: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH"), std::string::npos) << message;
 }

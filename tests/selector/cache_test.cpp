@@ -1,8 +1,11 @@
 // The selector's cache: one evaluation per (vendor, capability, dtype, dims,
-// explicit choice), invalidated by clear_cache() and by registry changes.
+// explicit choice), invalidated by clear_cache() and by registry changes,
+// which configure() makes and constructing a Selector never does.
 #include <atomic>
 #include <thread>
 
+#include "mla/platform.hpp"
+#include "mla/registration.hpp"
 #include "selector/selector_fixture.hpp"
 
 namespace mla::test {
@@ -68,6 +71,69 @@ TEST_F(SelectorTest, RegistryChangesInvalidateCachedChoices) {
   mla_prefill_registry().clear_override(MlaPrefillBackendKind::CUDA_FLASH);
   fake("CUDA_FLASH", FakeSpec{});
   EXPECT_EQ(selector.select(bf16, hopper).name, "CUDA_FLASH");
+}
+
+// A Selector only keeps its config: the log level, overrides and plugins wait
+// for configure(). Another Selector's cached choice survives, which any
+// registry change (a new generation) would have emptied.
+TEST_F(SelectorTest, ConstructionChangesNothingOutsideTheSelector) {
+  Selector first(Config::builtin_defaults());
+  first.select(bf16, hopper);
+  const int calls = counters("CUDA_FLASH").capability;
+  const LogLevel level = log_level();
+  const std::vector<std::string> plugins = loaded_plugins();
+
+  const Config overriding = config_from("logging:\n  level: error\noverrides: {CUDA_FLASH: REFERENCE}\n");
+  ASSERT_TRUE(overriding.log_level.has_value());
+  ASSERT_NE(*overriding.log_level, level);
+  const Selector second(overriding);
+  EXPECT_EQ(log_level(), level);
+  EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::CUDA_FLASH).description.name, "CUDA_FLASH");
+  EXPECT_EQ(second.config().overrides, overriding.overrides);  // kept for configure()
+
+  // Neither a missing plugin nor an override naming no factory is looked at.
+  Config broken = config_from("overrides: {HIP_FLASH: NOT_LOADED}\n");
+  broken.plugins = {"missing-plugin.so"};
+  EXPECT_NO_THROW({ const Selector third(broken); });
+  EXPECT_EQ(loaded_plugins(), plugins);
+
+  EXPECT_EQ(first.select(bf16, hopper).entry.description.name, "CUDA_FLASH");
+  EXPECT_EQ(counters("CUDA_FLASH").capability, calls) << "the registry changed: the cached choice was dropped";
+}
+
+// configure(), not the constructor, binds the overrides; a Selector built
+// before sees them once they are bound, since binding empties its cache.
+TEST_F(SelectorTest, ConfigureBindsTheOverridesInTheProcessRegistry) {
+  register_named_factory("TUNED_CUDA", make_fake_entry("TUNED_CUDA"), RegisterMode::replace);
+  const Config config = config_from("overrides: {CUDA_FLASH: TUNED_CUDA}\n");
+  Selector selector(config);
+  EXPECT_EQ(selector.select(bf16, hopper).entry.description.name, "CUDA_FLASH");
+
+  configure(config);
+  EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::CUDA_FLASH).description.name, "TUNED_CUDA");
+  EXPECT_EQ(selector.select(bf16, hopper).entry.description.name, "TUNED_CUDA");
+
+  EXPECT_NO_THROW(configure(config));  // again: the same binding
+  EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::CUDA_FLASH).description.name, "TUNED_CUDA");
+  remove_named_factory("TUNED_CUDA");
+}
+
+TEST_F(SelectorTest, ConfigureRefusesAnUnknownFactoryAndChangesNoRegistry) {
+  Selector selector(Config::builtin_defaults());
+  selector.select(bf16, hopper);
+  const int calls = counters("CUDA_FLASH").capability;
+
+  const std::string cuda_before = mla_prefill_registry().resolve(MlaPrefillBackendKind::CUDA_FLASH).description.name;
+  // CUDA_FLASH comes first in member-name order and names a real factory; the
+  // bad KOKKOS override after it must keep it from being bound too.
+  const std::string message = error_message(
+      [&] { configure(config_from("overrides: {CUDA_FLASH: REFERENCE, KOKKOS: NOT_LOADED}\n")); },
+      ErrorCategory::config);
+  EXPECT_NE(message.find("Override KOKKOS: NOT_LOADED names no registered factory"), std::string::npos) << message;
+  EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).description.name, "KOKKOS");
+  EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::CUDA_FLASH).description.name, cuda_before);
+  selector.select(bf16, hopper);
+  EXPECT_EQ(counters("CUDA_FLASH").capability, calls) << "the registry changed: the cached choice was dropped";
 }
 
 TEST_F(SelectorTest, FailuresAreNotCached) {

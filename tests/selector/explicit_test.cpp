@@ -2,6 +2,7 @@
 // rule (docs/contract.md §10, steps 1 and 2).
 #include "config/scoped_env.hpp"
 #include "selector/selector_fixture.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::test {
 namespace {

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "selector/selector_fixture.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::test {
 namespace {
@@ -113,11 +114,11 @@ namespace mla::test {
 TEST_F(SelectorTest, ConfiguredLogLevelIsAppliedOnlyWhenSet) {
   Config quiet = Config::builtin_defaults();
   quiet.log_level = LogLevel::error;
-  Selector applies(quiet);
+  configure(quiet);
   EXPECT_EQ(log_level(), LogLevel::error);
 
   set_log_level(LogLevel::debug);
-  Selector leaves_alone(Config::builtin_defaults());  // no logging.level in the defaults
+  configure(Config::builtin_defaults());  // no logging.level in the defaults
   EXPECT_EQ(log_level(), LogLevel::debug);
 }
 

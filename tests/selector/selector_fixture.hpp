@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mla/platform.hpp"
 #include "mla/error.hpp"
 #include "mla/log.hpp"
 #include "mla/selector.hpp"

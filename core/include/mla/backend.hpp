@@ -15,7 +15,7 @@
 
 #include "mla/dims.hpp"
 #include "mla/dtype.hpp"
-#include "mla/platform.hpp"
+#include "mla/device.hpp"
 #include "mla/problem.hpp"
 #include "mla/queue.hpp"
 #include "mla/tensor.hpp"

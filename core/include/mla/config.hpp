@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "mla/log.hpp"
-#include "mla/platform.hpp"
+#include "mla/device.hpp"
 
 namespace mla {
 
@@ -41,7 +41,7 @@ struct Config {
   std::vector<std::string> plugins;           // shared libraries, absolute or relative to the YAML, or
                                               // starting with ${MLA_PLUGIN_DIR}; then $MLA_PLUGINS' entries
   // logging.level; unset leaves the process level alone (set_log_level, info
-  // by default). A Selector built from this Config applies it.
+  // by default). configure() applies it.
   std::optional<LogLevel> log_level;
   std::vector<std::string> sources;           // what was layered, lowest first
 
@@ -61,7 +61,7 @@ struct Config {
 // Built-in defaults, then `config_path` if given else $MLA_CONFIG if set, then
 // $MLA_PLUGINS (colon-separated paths appended to `plugins`) and
 // $MLA_PREFILL_BACKEND. API choices are applied by the caller on top.
-// Nothing is loaded here: a Selector loads `plugins` when it is constructed.
+// Nothing is loaded here: configure() loads `plugins`.
 Config resolve_config(const std::optional<std::string>& config_path = std::nullopt);
 
 }  // namespace mla

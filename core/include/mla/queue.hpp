@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "mla/platform.hpp"
+#include "mla/device.hpp"
 #include "mla/tensor.hpp"
 
 namespace mla {

@@ -74,6 +74,8 @@ void register_attention_backend(AttentionBackendKind kind, BackendEntry entry,
                                 RegisterMode mode = RegisterMode::replace);
 
 // The library's own entry for a member (the explicit table); nullopt for CUSTOM.
+// Defined by the backends layer (backends/builtin_backends.cpp), which alone
+// knows the backends this build carries.
 std::optional<BackendEntry> builtin_mla_prefill_entry(MlaPrefillBackendKind kind);
 std::optional<BackendEntry> builtin_attention_entry(AttentionBackendKind kind);
 

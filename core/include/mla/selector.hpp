@@ -33,20 +33,34 @@ struct Selection {
   std::vector<CandidateReport> walk;  // the candidates considered, in order
 };
 
+// Applies the process-wide parts of `config`, in this order: its log_level
+// when set (set_log_level), then its plugins (load_plugin(); files already
+// loaded are skipped), then its overrides, each bound in the process registry
+// to its named factory in replace mode (plugins first, since they may add the
+// factories that overrides name). A plugin that fails to load raises
+// Error(plugin) and leaves the registries unchanged; an override naming no
+// registered factory raises Error(config) listing the known ones and binds
+// none of the overrides (the plugins stay loaded).
+//
+// This changes process state, unlike everything else here: the command and
+// API users call it once, before constructing Selectors from the same Config.
+// Calling it again is harmless: loaded plugins are skipped and overrides are
+// bound again (a registry change, so Selectors' caches start afresh).
+void configure(const Config& config);
+
 class Selector {
  public:
-  // Applies config.log_level when set (set_log_level; it is process-wide).
-  // Loads config.plugins (load_plugin(); files already loaded are skipped),
-  // then applies config.overrides to the process registry (named factories,
-  // which those plugins may have added). A plugin that fails to load raises
-  // Error(plugin) and leaves the registries unchanged.
+  // Keeps `config` and an empty cache. Constructing a Selector changes nothing
+  // outside it: call configure(config) first to apply the config's log level,
+  // plugins and overrides.
   explicit Selector(Config config);
 
-  // `explicit_backend`, when given, is an API call's choice and beats the config.
+  // `platform` is the device to select for (current_platform() for this
+  // process's); `explicit_backend`, when given, is an API call's choice and
+  // beats the config. The answer depends only on the arguments, the config and
+  // the process registry.
   Selection select(const SelectorConfig& request, const DeviceCapability& platform,
                    const std::optional<std::string>& explicit_backend = std::nullopt);
-  // select() against current_platform().
-  Selection select(const SelectorConfig& request, const std::optional<std::string>& explicit_backend = std::nullopt);
 
   // Every member (CUSTOM only when registered) with its availability and reasons.
   std::vector<CandidateReport> report(const SelectorConfig& request, const DeviceCapability& platform) const;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "mla/queue.hpp"
 
@@ -34,8 +35,16 @@ class QueueImpl {
 };
 
 std::shared_ptr<QueueImpl> make_host_queue();
-// Defined only in builds with that vendor (MLA_WITH_CUDA / MLA_WITH_HIP).
-std::shared_ptr<QueueImpl> make_cuda_queue(int device_index);
-std::shared_ptr<QueueImpl> make_hip_queue(int device_index);
+
+// The vendor queues. Core is vendor-neutral and does not know which vendor a
+// build carries, so these three are defined by the backends layer
+// (backends/vendor_queues.cpp), the one place that composes the build.
+// Whether this build has a queue for `backend` (cuda or hip).
+bool vendor_queue_built(DeviceBackend backend);
+// A queue on device `device_index` of `backend`; raises Error(not_supported)
+// when the build has none.
+std::shared_ptr<QueueImpl> make_vendor_queue(DeviceBackend backend, int device_index);
+// The vendor a default queue runs on: the built one when it sees a device.
+std::optional<DeviceBackend> default_vendor_queue();
 
 }  // namespace mla::detail

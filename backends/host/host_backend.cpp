@@ -1,4 +1,4 @@
-#include "mla/detail/host_backend.hpp"
+#include "host/host_backend.hpp"
 
 #include "mla/error.hpp"
 

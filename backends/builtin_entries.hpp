@@ -1,4 +1,5 @@
-// Internal: the explicit table of the library's own backends. Each backend
+// Internal to the backends layer and the tests: the explicit table of the
+// library's own backends. Each backend
 // folder defines its entry function in a source that is always compiled, so a
 // backend that is compiled out still links and reports why it is unavailable.
 #pragma once

@@ -1,4 +1,6 @@
-// Everything a user of the library needs, in one include.
+// Everything a user of the library needs, in one include. It sits with the
+// platform layer, the highest layer with public headers, because it takes in
+// both core's headers and mla/platform.hpp.
 #pragma once
 
 #include "mla/backend.hpp"
@@ -8,7 +10,7 @@
 #include "mla/error.hpp"
 #include "mla/log.hpp"
 #include "mla/platform.hpp"
-#include "mla/plugins.hpp"
+#include "mla/registration.hpp"
 #include "mla/problem.hpp"
 #include "mla/queue.hpp"
 #include "mla/registry.hpp"

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-#include "mla/platform.hpp"
+#include "mla/device.hpp"
 
 namespace mla {
 namespace {

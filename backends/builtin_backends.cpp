@@ -1,7 +1,7 @@
 // The explicit table of the library's own backends. Static self-registration
 // would be dropped by the linker from a static libmla when nothing references
 // the backend's object file; a switch over the members cannot be.
-#include "mla/detail/builtin.hpp"
+#include "builtin_entries.hpp"
 #include "mla/registry.hpp"
 
 namespace mla {

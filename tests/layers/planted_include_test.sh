@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Shows that ci/check-layers catches what it is for: a copy of core/ and
+# platform/ passes, then each planted include makes it fail and name the file.
+# Usage: planted_include_test.sh <check-layers> <source root> <scratch folder>
+set -euo pipefail
+check=$1 source=$2 scratch=$3
+
+fresh_copy() {
+  rm -rf "$scratch"
+  mkdir -p "$scratch"
+  cp -r "$source/core" "$source/platform" "$scratch/"
+}
+
+# expect_failure <file> <include line> <text the report must contain>
+expect_failure() {
+  local file=$1 line=$2 wanted=$3 output
+  fresh_copy
+  printf '%s\n' "$line" >>"$scratch/$file"
+  if output=$("$check" "$scratch" 2>&1); then
+    echo "FAIL: check-layers passed with '$line' planted in $file"
+    exit 1
+  fi
+  if [[ $output != *"$file"* || $output != *"$wanted"* ]]; then
+    echo "FAIL: the report does not name $file and '$wanted':"
+    echo "$output"
+    exit 1
+  fi
+  echo "caught: $output"
+}
+
+fresh_copy
+"$check" "$scratch" >/dev/null || { echo "FAIL: the unmodified copy does not pass"; exit 1; }
+
+expect_failure core/src/queue.cpp '#include <cuda_runtime.h>' "core includes a vendor header"
+expect_failure core/include/mla/tensor.hpp '#include <hip/hip_runtime.h>' "core includes a vendor header"
+expect_failure core/src/config.cpp '#include <Kokkos_Core.hpp>' "core includes a vendor header"
+expect_failure core/src/selector.cpp '#include "mla/platform.hpp"' "core includes the platform layer"
+expect_failure core/src/registry.cpp '#include "builtin_entries.hpp"' "core includes the backends layer"
+expect_failure platform/src/platform.cpp '#include "cuda_hip/gpu_runtime.hpp"' "platform includes the backends layer"
+rm -rf "$scratch"
+echo "planted includes: all caught"
