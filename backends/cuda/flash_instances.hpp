@@ -14,7 +14,7 @@
 
 namespace mla::cuda_flash {
 
-using gpu_flash::FlashParams;
+using gpu::FlashParams;
 
 // Launches flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>; `shared_limit`
 // is the device's opt-in shared memory per block. Defined in flash_kernel_launch.cuh.

@@ -27,7 +27,7 @@
 
 namespace mla::cuda_flash {
 
-using gpu_flash::FlashParams;
+using gpu::FlashParams;
 
 namespace detail {
 
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   constexpr int qk_steps = HeadDimQk / 16;   // k-steps of S = Q K^T
   constexpr int pv_steps = block_cols / 16;  // k-steps of O += P V
   constexpr int q_fragments = cfg.q_in_registers ? qk_steps : 1;
-  const gpu_schedule::TileShape tile{block_rows, block_cols};
+  const gpu::TileShape tile{block_rows, block_cols};
 
   extern __shared__ __align__(128) unsigned char shared[];
   const int tid = static_cast<int>(threadIdx.x);
@@ -102,15 +102,15 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
 
   // Heads vary fastest: all heads of the heaviest tile are dispatched first.
   const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
-  const gpu_schedule::WorkItem item = p.work[blockIdx.x / static_cast<unsigned>(p.num_heads)];
+  const gpu::WorkItem item = p.work[blockIdx.x / static_cast<unsigned>(p.num_heads)];
   const int q_start = p.cu_seqlens_q[item.seq];
   const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
   const int k_start = p.cu_seqlens_k[item.seq];
   const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
   const int row0 = item.q_tile * block_rows;
   const int rows = min(block_rows, seqlen_q - row0);
-  const int key_tiles = gpu_schedule::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
-  const int unmasked_tiles = gpu_schedule::unmasked_key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  const int key_tiles = gpu::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  const int unmasked_tiles = gpu::unmasked_key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
 
   const T* q = static_cast<const T*>(p.q) + static_cast<std::int64_t>(q_start + row0) * p.q_row_stride +
                static_cast<std::int64_t>(head) * p.q_head_stride;
@@ -180,8 +180,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
   float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only until the epilogue
   const int my_row = row0 + warp_row + layout::acc_row(lane, 0);
-  const int key_end[2] = {gpu_schedule::row_key_end(my_row, seqlen_q, seqlen_k, Causal),
-                          gpu_schedule::row_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
+  const int key_end[2] = {gpu::row_key_end(my_row, seqlen_q, seqlen_k, Causal),
+                          gpu::row_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
   const sm80::Pack2<T> pack{};
 
   for (int kt = 0; kt < key_tiles; ++kt) {
@@ -254,8 +254,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
 #pragma unroll
       for (int j = 0; j < s_tiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
       const float new_max = fmaxf(row_max[r], detail::quad_max(tile_max));
-      const float base = gpu_softmax::exp2_base(new_max);
-      const float rescale = gpu_softmax::rescale_factor(row_max[r], base);
+      const float base = gpu::exp2_base(new_max);
+      const float rescale = gpu::rescale_factor(row_max[r], base);
       row_max[r] = new_max;
       float sum = 0.0f;
 #pragma unroll
@@ -304,8 +304,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = detail::quad_sum(row_sum[r]);
-    const float factor = gpu_softmax::output_factor(sum);
-    const float lse = gpu_softmax::natural_lse(row_max[r], sum);
+    const float factor = gpu::output_factor(sum);
+    const float lse = gpu::natural_lse(row_max[r], sum);
     const int row = warp_row + layout::acc_row(lane, 2 * r);  // within the block
     if (row >= rows) continue;
     const std::int64_t token = static_cast<std::int64_t>(q_start) + row0 + row;
@@ -316,8 +316,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       const float lo = o[n][2 * r] * factor;
       const float hi = o[n][2 * r + 1] * factor;
       if (p.out_fp8) {
-        const auto bits = static_cast<std::uint16_t>(gpu_numeric::float_to_fp8_e4m3(lo / p.out_scale) |
-                                                     (gpu_numeric::float_to_fp8_e4m3(hi / p.out_scale) << 8));
+        const auto bits = static_cast<std::uint16_t>(gpu::float_to_fp8_e4m3(lo / p.out_scale) |
+                                                     (gpu::float_to_fp8_e4m3(hi / p.out_scale) << 8));
         *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
       } else {
         *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);

@@ -9,7 +9,7 @@
 
 namespace mla::cuda_flash {
 
-using gpu_flash::FlashParams;
+using gpu::FlashParams;
 
 // Whether a kernel was compiled for (dtype, dqk, dv).
 bool has_flash_kernel(DType dtype, int head_dim_qk, int head_dim_v);

@@ -4,7 +4,7 @@
 
 #include "mla/error.hpp"
 
-namespace mla::gpu_schedule {
+namespace mla::gpu {
 
 static_assert(sizeof(WorkItem) == 2 * sizeof(std::int32_t), "work items are packed as two 32-bit words");
 
@@ -73,4 +73,4 @@ DevicePhase DeviceMetadata::chunk(int index) const {
   return resolve(chunk_offsets_[static_cast<std::size_t>(index)]);
 }
 
-}  // namespace mla::gpu_schedule
+}  // namespace mla::gpu

@@ -11,7 +11,7 @@
 #include "mla/queue.hpp"
 #include "work_schedule.hpp"
 
-namespace mla::gpu_schedule {
+namespace mla::gpu {
 
 // What one kernel launch needs to find its sequences; device pointers.
 struct DevicePhase {
@@ -65,4 +65,4 @@ class DeviceMetadata {
   int device_index_ = 0;
 };
 
-}  // namespace mla::gpu_schedule
+}  // namespace mla::gpu

@@ -4,7 +4,7 @@
 
 #include "mla/dims.hpp"
 
-namespace mla::gpu_flash {
+namespace mla::gpu {
 
 inline constexpr MlaDims flash_dims[] = {
 #define MLA_FLASH_SHAPE(nope, rope, v) MlaDims{nope, rope, v},
@@ -12,4 +12,4 @@ inline constexpr MlaDims flash_dims[] = {
 #undef MLA_FLASH_SHAPE
 };
 
-}  // namespace mla::gpu_flash
+}  // namespace mla::gpu

@@ -8,7 +8,7 @@
 
 #include "cuda_hip/work_schedule.hpp"
 
-namespace mla::gpu_flash {
+namespace mla::gpu {
 
 struct FlashParams {
   const void* q = nullptr;  // [Nq, H, dqk]
@@ -29,7 +29,7 @@ struct FlashParams {
 
   const std::int32_t* cu_seqlens_q = nullptr;    // [B+1], device
   const std::int32_t* cu_seqlens_k = nullptr;    // [B+1], device
-  const gpu_schedule::WorkItem* work = nullptr;  // [num_work], heaviest first, device
+  const gpu::WorkItem* work = nullptr;  // [num_work], heaviest first, device
   std::int32_t num_work = 0;
   std::int32_t num_heads = 0;
   // Whether each query sees only keys up to its diagonal. The HIP kernel reads
@@ -41,4 +41,4 @@ struct FlashParams {
   float out_scale = 1.0f;  // fp8 output is saturate(out / out_scale)
 };
 
-}  // namespace mla::gpu_flash
+}  // namespace mla::gpu

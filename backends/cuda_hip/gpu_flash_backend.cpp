@@ -6,7 +6,7 @@
 #include "cuda_hip/softmax.hpp"
 #include "mla/error.hpp"
 
-namespace mla::gpu_flash {
+namespace mla::gpu {
 namespace {
 
 KernelTile tile_for(const BackendParams& params, const FlashVendor& vendor) {
@@ -73,7 +73,7 @@ void GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool c
 void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
   require_queue(queue, "prepare", false);
   PrefillBackend::prepare(queue, metadata);
-  device_metadata_.upload(queue, metadata, gpu_schedule::TileShape{tile_.block_rows, tile_.block_cols});
+  device_metadata_.upload(queue, metadata, gpu::TileShape{tile_.block_rows, tile_.block_cols});
   prepared_queue_ = queue;
 }
 
@@ -110,7 +110,7 @@ void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   vendor_.merge(queue, args);
 }
 
-void GpuFlashBackend::launch(Queue& queue, const gpu_schedule::DevicePhase& phase, const TensorView& q,
+void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q,
                              const TensorView& k, const TensorView& v, const AttentionResult& result,
                              std::optional<float> out_scale) {
   if (prepared_queue_ && prepared_queue_->impl() != queue.impl()) prepared_queue_->wait();
@@ -138,10 +138,10 @@ void GpuFlashBackend::launch(Queue& queue, const gpu_schedule::DevicePhase& phas
   p.num_work = phase.num_work;
   p.num_heads = params().num_heads;
   p.causal = phase.causal;
-  p.scale_log2 = params().scale * gpu_softmax::log2e;
+  p.scale_log2 = params().scale * gpu::log2e;
   p.out_fp8 = out_scale.has_value();
   p.out_scale = out_scale.value_or(1.0f);
   vendor_.launch(queue, p, params().dtype, tile_.head_dim_qk, tile_.head_dim_v);
 }
 
-}  // namespace mla::gpu_flash
+}  // namespace mla::gpu

@@ -12,7 +12,7 @@
 #include "cuda_hip/flash_params.hpp"
 #include "mla/backend.hpp"
 
-namespace mla::gpu_flash {
+namespace mla::gpu {
 
 // What the backend needs of a vendor's kernel for one (qk, v) head-dim pair.
 struct KernelTile {
@@ -58,15 +58,15 @@ class GpuFlashBackend final : public PrefillBackend {
   // prepare()'s device.
   void require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
   void check_kernel_layout(const TensorView& view, const char* what) const;
-  void launch(Queue& queue, const gpu_schedule::DevicePhase& phase, const TensorView& q, const TensorView& k,
+  void launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
               const TensorView& v, const AttentionResult& result, std::optional<float> out_scale);
 
   FlashVendor vendor_;
   KernelTile tile_;
-  gpu_schedule::DeviceMetadata device_metadata_;
+  gpu::DeviceMetadata device_metadata_;
   // The queue prepare() uploaded on: a run on another queue of the same
   // device first waits for that upload, which no stream order covers.
   std::optional<Queue> prepared_queue_;
 };
 
-}  // namespace mla::gpu_flash
+}  // namespace mla::gpu

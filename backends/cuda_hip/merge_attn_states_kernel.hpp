@@ -64,14 +64,14 @@ struct Element<DType::float16> {
 template <>
 struct Element<DType::bfloat16> {
   using Storage = std::uint16_t;
-  static MLA_DEVICE float load(Storage x) { return gpu_numeric::bf16_to_float(x); }
-  static MLA_DEVICE Storage store(float x) { return gpu_numeric::float_to_bf16(x); }
+  static MLA_DEVICE float load(Storage x) { return gpu::bf16_to_float(x); }
+  static MLA_DEVICE Storage store(float x) { return gpu::float_to_bf16(x); }
 };
 
 template <>
 struct Element<DType::float8_e4m3> {
   using Storage = std::uint8_t;
-  static MLA_DEVICE Storage store(float x) { return gpu_numeric::float_to_fp8_e4m3(x); }
+  static MLA_DEVICE Storage store(float x) { return gpu::float_to_fp8_e4m3(x); }
 };
 
 // Vec elements moved as one aligned access.
@@ -123,7 +123,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
       }
     } else {
       const float prefix_lse = p.prefix_lse[head * p.prefix_lse_stride[0] + token * p.prefix_lse_stride[1]];
-      const gpu_softmax::MergeWeights w = gpu_softmax::merge_weights(prefix_lse, suffix_lse);
+      const gpu::MergeWeights w = gpu::merge_weights(prefix_lse, suffix_lse);
       out_lse = w.lse;
       const auto* prefix = static_cast<const InStorage*>(p.prefix_out) + token * p.prefix_stride[0] +
                            head * p.prefix_stride[1] + d * p.prefix_stride[2];

@@ -10,7 +10,7 @@
 
 #include "host_device.hpp"
 
-namespace mla::gpu_numeric {
+namespace mla::gpu {
 
 MLA_HOST_DEVICE inline std::uint32_t float_bits(float value) {
 #if MLA_GPU_DEVICE_PASS
@@ -68,4 +68,4 @@ MLA_HOST_DEVICE inline std::uint8_t float_to_fp8_e4m3(float value) {
   return static_cast<std::uint8_t>(sign | code);
 }
 
-}  // namespace mla::gpu_numeric
+}  // namespace mla::gpu

@@ -8,7 +8,7 @@
 #include "host_device.hpp"
 #include "numeric.hpp"
 
-namespace mla::gpu_softmax {
+namespace mla::gpu {
 
 inline constexpr float log2e = 1.4426950408889634f;
 inline constexpr float ln2 = 0.6931471805599453f;
@@ -34,7 +34,7 @@ MLA_HOST_DEVICE inline float natural_lse(float max_log2, float sum) {
 MLA_HOST_DEVICE inline float output_factor(float sum) { return sum > 0.0f ? 1.0f / sum : 0.0f; }
 
 MLA_HOST_DEVICE inline bool is_infinite(float value) {
-  return (gpu_numeric::float_bits(value) & 0x7fffffffu) == 0x7f800000u;
+  return (gpu::float_bits(value) & 0x7fffffffu) == 0x7f800000u;
 }
 
 // Weights of one merge (docs/contract.md §3), natural logs.
@@ -60,4 +60,4 @@ MLA_HOST_DEVICE inline MergeWeights merge_weights(float prefix_lse, float suffix
   return weights;
 }
 
-}  // namespace mla::gpu_softmax
+}  // namespace mla::gpu

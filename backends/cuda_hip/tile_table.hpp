@@ -8,7 +8,7 @@
 
 #include "host_device.hpp"
 
-namespace mla::gpu_flash {
+namespace mla::gpu {
 
 // The first of `candidates` (head dims ignored) that passes is_valid with the
 // pair's head dims; when none does, a value-initialized row with those head
@@ -43,4 +43,4 @@ MLA_HOST_DEVICE constexpr const Tile* find_tile(const Tile (&table)[N], int head
   return nullptr;
 }
 
-}  // namespace mla::gpu_flash
+}  // namespace mla::gpu

@@ -5,7 +5,7 @@
 
 #include "mla/error.hpp"
 
-namespace mla::gpu_schedule {
+namespace mla::gpu {
 
 std::vector<WorkItem> build_work_list(const std::vector<std::int32_t>& cu_seqlens_q,
                                       const std::vector<std::int32_t>& cu_seqlens_k, bool causal, TileShape tile) {
@@ -38,4 +38,4 @@ std::vector<WorkItem> build_work_list(const std::vector<std::int32_t>& cu_seqlen
   return items;
 }
 
-}  // namespace mla::gpu_schedule
+}  // namespace mla::gpu

@@ -12,7 +12,7 @@
 
 #include "host_device.hpp"
 
-namespace mla::gpu_schedule {
+namespace mla::gpu {
 
 // One thread block's share: query tile `q_tile` (rows q_tile * tile_rows ...)
 // of sequence `seq`, for every head (the grid covers heads as well).
@@ -66,4 +66,4 @@ MLA_HOST_DEVICE inline int unmasked_key_tiles(int q_tile, int seqlen_q, int seql
 std::vector<WorkItem> build_work_list(const std::vector<std::int32_t>& cu_seqlens_q,
                                       const std::vector<std::int32_t>& cu_seqlens_k, bool causal, TileShape tile);
 
-}  // namespace mla::gpu_schedule
+}  // namespace mla::gpu

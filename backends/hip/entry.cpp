@@ -55,7 +55,7 @@ BackendEntry hip_flash_backend_entry() {
   BackendDescription description;
   description.name = "HIP_FLASH";
   description.dtypes = {DType::float16, DType::bfloat16};
-  description.dims.assign(std::begin(gpu_flash::flash_dims), std::end(gpu_flash::flash_dims));
+  description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.supports_capability = hip_flash::supports_device;
   description.fp8_output = true;
 #if MLA_WITH_HIP

@@ -78,17 +78,17 @@ inline constexpr FlashTileConfig tile_candidates[] = {{0, 0, 4, 64}, {0, 0, 4, 3
 // The instantiations: one row per shape of cuda_hip/flash_shapes.def (a pair
 // listed twice gets two equal rows; lookups take the first).
 inline constexpr FlashTileConfig flash_tile_configs[] = {
-#define MLA_FLASH_SHAPE(nope, rope, v) gpu_flash::first_fitting_tile(tile_candidates, (nope) + (rope), (v)),
+#define MLA_FLASH_SHAPE(nope, rope, v) gpu::first_fitting_tile(tile_candidates, (nope) + (rope), (v)),
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
 };
 
-static_assert(gpu_flash::every_tile_is_valid(flash_tile_configs),
+static_assert(gpu::every_tile_is_valid(flash_tile_configs),
               "a shape of cuda_hip/flash_shapes.def has no HIP_FLASH tile that fits");
 
 // The row for (dqk, dv), or null when no kernel was built for it.
 MLA_HOST_DEVICE constexpr const FlashTileConfig* find_flash_tile_config(int head_dim_qk, int head_dim_v) {
-  return gpu_flash::find_tile(flash_tile_configs, head_dim_qk, head_dim_v);
+  return gpu::find_tile(flash_tile_configs, head_dim_qk, head_dim_v);
 }
 
 template <int HeadDimQk, int HeadDimV>

@@ -11,7 +11,7 @@
 
 namespace mla::hip_flash {
 
-using gpu_flash::FlashParams;
+using gpu::FlashParams;
 
 // Launches flash_forward_kernel<D, HeadDimQk, HeadDimV>. Defined in flash_kernel_launch.hpp.
 template <DType D, int HeadDimQk, int HeadDimV>

@@ -33,7 +33,7 @@
 
 namespace mla::hip_flash {
 
-using gpu_flash::FlashParams;
+using gpu::FlashParams;
 
 namespace detail {
 
@@ -50,7 +50,7 @@ struct alignas(16) Chunk {
 template <DType D>
 __device__ inline short to_bits(float value) {
   if constexpr (D == DType::bfloat16) {
-    return static_cast<short>(gpu_numeric::float_to_bf16(value));
+    return static_cast<short>(gpu::float_to_bf16(value));
   } else {
     return __builtin_bit_cast(short, static_cast<_Float16>(value));
   }
@@ -117,7 +117,7 @@ __device__ inline void store_out(const FlashParams& p, std::int64_t offset, cons
     std::uint32_t word = 0;
 #pragma unroll
     for (int e = 0; e < mfma::operand_values; ++e) {
-      word |= static_cast<std::uint32_t>(gpu_numeric::float_to_fp8_e4m3(v[e] / p.out_scale)) << (8 * e);
+      word |= static_cast<std::uint32_t>(gpu::float_to_fp8_e4m3(v[e] / p.out_scale)) << (8 * e);
     }
     *reinterpret_cast<std::uint32_t*>(static_cast<std::uint8_t*>(p.out) + offset) = word;
   } else {
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   alignas(16) __shared__ short k_lds[c.k_tile_elements()];
   alignas(16) __shared__ short vt_lds[c.vt_tile_elements()];
 
-  const gpu_schedule::WorkItem item = p.work[blockIdx.x];
+  const gpu::WorkItem item = p.work[blockIdx.x];
   const int head = static_cast<int>(blockIdx.y);
   const int q_start = p.cu_seqlens_q[item.seq];
   const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
@@ -158,13 +158,13 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   const bool wave_active = wave_row < seqlen_q;
   const int row = wave_row + mfma::operand_row(lane);  // this lane's query row in the sequence
   const bool row_valid = row < seqlen_q;
-  const int row_keys = gpu_schedule::row_key_end(row, seqlen_q, seqlen_k, p.causal);
+  const int row_keys = gpu::row_key_end(row, seqlen_q, seqlen_k, p.causal);
   // The wave's first row sees the fewest keys, its last valid row the most.
-  const int wave_unmasked_keys = gpu_schedule::row_key_end(wave_row, seqlen_q, seqlen_k, p.causal);
+  const int wave_unmasked_keys = gpu::row_key_end(wave_row, seqlen_q, seqlen_k, p.causal);
   const int wave_keys =
-      wave_active ? gpu_schedule::row_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal)
+      wave_active ? gpu::row_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal)
                   : 0;
-  const int block_keys = gpu_schedule::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
+  const int block_keys = gpu::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
 
   // Q^T as B operands: value e of step s is q[row][8s + operand_k(lane, e)].
   const auto* q = static_cast<const std::uint16_t*>(p.q) + (q_start + static_cast<std::int64_t>(row)) * p.q_row_stride +
@@ -217,8 +217,8 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
     }
     tile_max = fmaxf(tile_max, row_partner(tile_max));
     const float new_max = fmaxf(row_max, tile_max);
-    const float base = gpu_softmax::exp2_base(new_max);
-    const float factor = gpu_softmax::rescale_factor(row_max, base);
+    const float base = gpu::exp2_base(new_max);
+    const float factor = gpu::rescale_factor(row_max, base);
     row_max = new_max;
 
     float tile_sum = 0.0f;
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
 
   const float row_sum = lane_sum + row_partner(lane_sum);
   if (!row_valid) return;
-  const float factor = gpu_softmax::output_factor(row_sum);
+  const float factor = gpu::output_factor(row_sum);
   const std::int64_t out_row = (q_start + static_cast<std::int64_t>(row)) * p.out_row_stride + head * p.out_head_stride;
 #pragma unroll
   for (int t = 0; t < out_tiles; ++t) {
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   }
   if (p.lse != nullptr && lane < mfma::tile) {
     p.lse[head * p.lse_head_stride + (q_start + static_cast<std::int64_t>(row)) * p.lse_token_stride] =
-        gpu_softmax::natural_lse(row_max, row_sum);
+        gpu::natural_lse(row_max, row_sum);
   }
 }
 

@@ -11,20 +11,20 @@
 namespace mla::hip_flash {
 namespace {
 
-std::optional<gpu_flash::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_dim_v) {
+std::optional<gpu::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_dim_v) {
   const FlashTileConfig* tile = find_flash_tile_config(head_dim_qk, head_dim_v);
   if (tile == nullptr || !has_flash_kernel(dtype, head_dim_qk, head_dim_v)) return std::nullopt;
-  return gpu_flash::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
+  return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
 }
 
-constexpr gpu_flash::FlashVendor hip_vendor{
+constexpr gpu::FlashVendor hip_vendor{
     "HIP_FLASH", DeviceBackend::hip, "HIP", device_gap, find_tile, launch_flash_attention, hip::merge_attn_states,
 };
 
 }  // namespace
 
 std::unique_ptr<PrefillBackend> make_hip_flash_backend(const BackendParams& params) {
-  return std::make_unique<gpu_flash::GpuFlashBackend>(params, hip_vendor);
+  return std::make_unique<gpu::GpuFlashBackend>(params, hip_vendor);
 }
 
 }  // namespace mla::hip_flash

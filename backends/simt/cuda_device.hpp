@@ -59,5 +59,5 @@ inline __half __ushort_as_half(unsigned short bits) { return {bits}; }
 inline unsigned short __half_as_ushort(__half value) { return value.bits; }
 inline __half2 __floats2half2_rn(float lo, float hi) { return {__float2half_rn(lo), __float2half_rn(hi)}; }
 inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) {
-  return {{::mla::gpu_numeric::float_to_bf16(lo)}, {::mla::gpu_numeric::float_to_bf16(hi)}};
+  return {{::mla::gpu::float_to_bf16(lo)}, {::mla::gpu::float_to_bf16(hi)}};
 }

@@ -19,7 +19,7 @@ alignas(128) unsigned char shared[16];
 namespace mla::simt {
 namespace {
 
-using gpu_flash::FlashParams;
+using gpu::FlashParams;
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void run(const FlashParams& params) {

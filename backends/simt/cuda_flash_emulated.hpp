@@ -13,11 +13,11 @@ namespace mla::simt {
 // grid the real launcher uses (num_work * num_heads blocks of the tile's
 // threads, the tile's dynamic shared memory). Raises Error(not_supported)
 // for dims without a tile and Error(device) for a hazard.
-void launch_cuda_flash_emulated(const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v);
+void launch_cuda_flash_emulated(const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v);
 
 // The global memory a flash launch may read: the q, k and v rows of every
 // sequence in its work list (cu_seqlens and the work list are host-readable
 // under emulation). Shared with the HIP launcher.
-std::vector<MemoryRange> flash_input_ranges(const gpu_flash::FlashParams& params, int head_dim_qk, int head_dim_v);
+std::vector<MemoryRange> flash_input_ranges(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v);
 
 }  // namespace mla::simt

@@ -17,52 +17,52 @@ namespace {
 
 bool flash_dtype(DType dtype) { return dtype == DType::bfloat16 || dtype == DType::float16; }
 
-std::optional<gpu_flash::KernelTile> cuda_tile(DType dtype, int head_dim_qk, int head_dim_v) {
+std::optional<gpu::KernelTile> cuda_tile(DType dtype, int head_dim_qk, int head_dim_v) {
   const cuda_flash::FlashTileConfig* tile = cuda_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
   if (tile == nullptr || !flash_dtype(dtype)) return std::nullopt;
-  return gpu_flash::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows, tile->block_cols};
+  return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows, tile->block_cols};
 }
 
-std::optional<gpu_flash::KernelTile> hip_tile(DType dtype, int head_dim_qk, int head_dim_v) {
+std::optional<gpu::KernelTile> hip_tile(DType dtype, int head_dim_qk, int head_dim_v) {
   const hip_flash::FlashTileConfig* tile = hip_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
   if (tile == nullptr || !flash_dtype(dtype) || !hip_flash_emulated_built()) return std::nullopt;
-  return gpu_flash::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
+  return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
 }
 
-void cuda_launch(Queue&, const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
+void cuda_launch(Queue&, const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
   launch_cuda_flash_emulated(params, dtype, head_dim_qk, head_dim_v);
 }
 
-void hip_launch_gfx90a(Queue&, const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
+void hip_launch_gfx90a(Queue&, const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
   launch_hip_flash_emulated(params, dtype, head_dim_qk, head_dim_v, AmdTarget::gfx90a);
 }
 
-void hip_launch_gfx908(Queue&, const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
+void hip_launch_gfx908(Queue&, const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
   launch_hip_flash_emulated(params, dtype, head_dim_qk, head_dim_v, AmdTarget::gfx908);
 }
 
 void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
-constexpr gpu_flash::FlashVendor cuda_vendor{
+constexpr gpu::FlashVendor cuda_vendor{
     "CUDA_FLASH (emulated)", DeviceBackend::host, "host", nullptr, cuda_tile, cuda_launch, merge,
 };
-constexpr gpu_flash::FlashVendor hip_gfx90a_vendor{
+constexpr gpu::FlashVendor hip_gfx90a_vendor{
     "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, "host", nullptr, hip_tile, hip_launch_gfx90a, merge,
 };
-constexpr gpu_flash::FlashVendor hip_gfx908_vendor{
+constexpr gpu::FlashVendor hip_gfx908_vendor{
     "HIP_FLASH (emulated gfx908)", DeviceBackend::host, "host", nullptr, hip_tile, hip_launch_gfx908, merge,
 };
 
-BackendEntry entry_for(const gpu_flash::FlashVendor& vendor, Availability availability) {
+BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {
   BackendDescription description;
   description.name = vendor.backend_name;
   description.dtypes = {DType::float16, DType::bfloat16};
-  description.dims.assign(std::begin(gpu_flash::flash_dims), std::end(gpu_flash::flash_dims));
+  description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.fp8_output = true;
   description.availability = [availability] { return availability; };
   BackendFactory factory = [&vendor](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
-    return std::make_unique<gpu_flash::GpuFlashBackend>(params, vendor);
+    return std::make_unique<gpu::GpuFlashBackend>(params, vendor);
   };
   return {std::move(description), std::move(factory)};
 }

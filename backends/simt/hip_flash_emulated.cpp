@@ -37,7 +37,7 @@ class TargetScope {
 };
 
 template <DType D, int HeadDimQk, int HeadDimV>
-void launch_emulated(const gpu_flash::FlashParams& params) {
+void launch_emulated(const gpu::FlashParams& params) {
   constexpr hip_flash::FlashTileConfig c = hip_flash::flash_tile_config<HeadDimQk, HeadDimV>();
   if (params.num_work == 0 || params.num_heads == 0) return;
   LaunchConfig config;
@@ -53,7 +53,7 @@ void launch_emulated(const gpu_flash::FlashParams& params) {
 
 // One launcher per row of flash_tile_configs; false when no row matches.
 template <DType D, std::size_t... Row>
-bool launch_for_dims(const gpu_flash::FlashParams& params, int head_dim_qk, int head_dim_v,
+bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v,
                      std::index_sequence<Row...>) {
   using hip_flash::flash_tile_configs;
   return ((flash_tile_configs[Row].head_dim_qk == head_dim_qk && flash_tile_configs[Row].head_dim_v == head_dim_v &&
@@ -63,7 +63,7 @@ bool launch_for_dims(const gpu_flash::FlashParams& params, int head_dim_qk, int 
 }
 
 template <DType D>
-bool launch_for_dims(const gpu_flash::FlashParams& params, int head_dim_qk, int head_dim_v) {
+bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v) {
   constexpr std::size_t rows = std::size(hip_flash::flash_tile_configs);
   return launch_for_dims<D>(params, head_dim_qk, head_dim_v, std::make_index_sequence<rows>{});
 }
@@ -74,7 +74,7 @@ AmdTarget emulated_amd_target() { return current_target; }
 
 bool hip_flash_emulated_built() { return true; }
 
-void launch_hip_flash_emulated(const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
+void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
                                AmdTarget target) {
   const TargetScope scope(target);
   bool launched = false;

@@ -19,7 +19,7 @@ bool hip_flash_emulated_built();
 // launcher uses (num_work x num_heads workgroups of the tile's threads, wave64)
 // under the emulator. Raises Error(not_supported) for dims without a tile and
 // Error(device) for a hazard.
-void launch_hip_flash_emulated(const gpu_flash::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
+void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
                                AmdTarget target = AmdTarget::gfx90a);
 
 }  // namespace mla::simt

@@ -5,7 +5,7 @@
 #include "cuda_hip/device_metadata.hpp"
 #include "mla/error.hpp"
 
-namespace mla::gpu_schedule {
+namespace mla::gpu {
 namespace {
 
 std::vector<std::int32_t> read(const std::int32_t* data, std::size_t count) { return {data, data + count}; }
@@ -61,4 +61,4 @@ TEST(DeviceMetadata, ReuploadReplacesThePreviousStep) {
 }
 
 }  // namespace
-}  // namespace mla::gpu_schedule
+}  // namespace mla::gpu

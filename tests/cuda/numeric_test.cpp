@@ -30,12 +30,12 @@ std::vector<std::uint32_t> probe_bits() {
 
 TEST(GpuNumeric, Bf16MatchesCore) {
   for (std::uint32_t bits : probe_bits()) {
-    const float value = gpu_numeric::float_from_bits(bits);
-    ASSERT_EQ(gpu_numeric::float_to_bf16(value), float_to_bf16_bits(value)) << std::hex << bits;
+    const float value = gpu::float_from_bits(bits);
+    ASSERT_EQ(gpu::float_to_bf16(value), float_to_bf16_bits(value)) << std::hex << bits;
   }
   for (std::uint32_t b = 0; b < 0x10000u; ++b) {
     const auto bf = static_cast<std::uint16_t>(b);
-    const float ours = gpu_numeric::bf16_to_float(bf);
+    const float ours = gpu::bf16_to_float(bf);
     const float core = bf16_bits_to_float(bf);
     ASSERT_TRUE(ours == core || (std::isnan(ours) && std::isnan(core))) << b;
   }
@@ -43,8 +43,8 @@ TEST(GpuNumeric, Bf16MatchesCore) {
 
 TEST(GpuNumeric, Fp8MatchesCore) {
   for (std::uint32_t bits : probe_bits()) {
-    const float value = gpu_numeric::float_from_bits(bits);
-    ASSERT_EQ(gpu_numeric::float_to_fp8_e4m3(value), float_to_fp8_e4m3_bits(value)) << std::hex << bits;
+    const float value = gpu::float_from_bits(bits);
+    ASSERT_EQ(gpu::float_to_fp8_e4m3(value), float_to_fp8_e4m3_bits(value)) << std::hex << bits;
   }
 }
 
@@ -55,12 +55,12 @@ TEST(GpuNumeric, Fp8TiesRoundToEvenAndSaturate) {
     const float hi = fp8_e4m3_bits_to_float(static_cast<std::uint8_t>(code + 1));
     const float mid = (lo + hi) / 2;
     const std::uint8_t even = (code % 2 == 0) ? static_cast<std::uint8_t>(code) : static_cast<std::uint8_t>(code + 1);
-    EXPECT_EQ(gpu_numeric::float_to_fp8_e4m3(mid), even) << mid;
-    EXPECT_EQ(gpu_numeric::float_to_fp8_e4m3(-mid), even | 0x80) << -mid;
+    EXPECT_EQ(gpu::float_to_fp8_e4m3(mid), even) << mid;
+    EXPECT_EQ(gpu::float_to_fp8_e4m3(-mid), even | 0x80) << -mid;
   }
-  EXPECT_EQ(gpu_numeric::float_to_fp8_e4m3(1e30f), 0x7e);
-  EXPECT_EQ(gpu_numeric::float_to_fp8_e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
-  EXPECT_EQ(gpu_numeric::float_to_fp8_e4m3(std::nanf("")), 0x7f);
+  EXPECT_EQ(gpu::float_to_fp8_e4m3(1e30f), 0x7e);
+  EXPECT_EQ(gpu::float_to_fp8_e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
+  EXPECT_EQ(gpu::float_to_fp8_e4m3(std::nanf("")), 0x7f);
 }
 
 TEST(GpuSoftmax, NaturalLseFromLog2Domain) {
@@ -75,30 +75,30 @@ TEST(GpuSoftmax, NaturalLseFromLog2Domain) {
     float sum = 0.0f;
     double exact = 0.0;
     for (float x : s) {
-      sum += std::exp2(x - gpu_softmax::exp2_base(max));
+      sum += std::exp2(x - gpu::exp2_base(max));
       exact += std::exp(static_cast<double>(x) * std::log(2.0));
     }
-    EXPECT_NEAR(gpu_softmax::natural_lse(max, sum), std::log(exact), 1e-4 * std::max(1.0, std::fabs(std::log(exact))));
+    EXPECT_NEAR(gpu::natural_lse(max, sum), std::log(exact), 1e-4 * std::max(1.0, std::fabs(std::log(exact))));
   }
-  EXPECT_EQ(gpu_softmax::natural_lse(-INFINITY, 0.0f), -INFINITY);
-  EXPECT_EQ(gpu_softmax::output_factor(0.0f), 0.0f);
+  EXPECT_EQ(gpu::natural_lse(-INFINITY, 0.0f), -INFINITY);
+  EXPECT_EQ(gpu::output_factor(0.0f), 0.0f);
   // A row that saw no key yet: the base is 0, so exp2 of masked scores is 0, not NaN.
-  EXPECT_EQ(gpu_softmax::exp2_base(-INFINITY), 0.0f);
-  EXPECT_EQ(std::exp2(-INFINITY - gpu_softmax::exp2_base(-INFINITY)), 0.0f);
-  EXPECT_EQ(gpu_softmax::rescale_factor(-INFINITY, 0.0f), 0.0f);
+  EXPECT_EQ(gpu::exp2_base(-INFINITY), 0.0f);
+  EXPECT_EQ(std::exp2(-INFINITY - gpu::exp2_base(-INFINITY)), 0.0f);
+  EXPECT_EQ(gpu::rescale_factor(-INFINITY, 0.0f), 0.0f);
 }
 
 TEST(GpuSoftmax, MergeWeightsFollowTheContract) {
   const float inf = std::numeric_limits<float>::infinity();
   for (float p : {-inf, inf}) {
     for (float s : {-inf, inf}) {
-      const gpu_softmax::MergeWeights w = gpu_softmax::merge_weights(p, s);
+      const gpu::MergeWeights w = gpu::merge_weights(p, s);
       EXPECT_EQ(w.prefix, 0.0f);
       EXPECT_EQ(w.suffix, 0.0f);
       EXPECT_EQ(w.lse, -inf);
     }
   }
-  const gpu_softmax::MergeWeights only_suffix = gpu_softmax::merge_weights(inf, 2.5f);
+  const gpu::MergeWeights only_suffix = gpu::merge_weights(inf, 2.5f);
   EXPECT_EQ(only_suffix.prefix, 0.0f);
   EXPECT_EQ(only_suffix.suffix, 1.0f);
   EXPECT_FLOAT_EQ(only_suffix.lse, 2.5f);
@@ -107,13 +107,13 @@ TEST(GpuSoftmax, MergeWeightsFollowTheContract) {
   for (int trial = 0; trial < 500; ++trial) {
     const float p = lse(rng);
     const float s = lse(rng);
-    const gpu_softmax::MergeWeights w = gpu_softmax::merge_weights(p, s);
+    const gpu::MergeWeights w = gpu::merge_weights(p, s);
     const double exact = std::log(std::exp(static_cast<double>(p)) + std::exp(static_cast<double>(s)));
     EXPECT_NEAR(w.lse, exact, 1e-5 * std::max(1.0, std::fabs(exact)));
     EXPECT_NEAR(w.prefix + w.suffix, 1.0f, 1e-6f);
     EXPECT_NEAR(w.prefix, std::exp(static_cast<double>(p) - exact), 1e-5);
   }
-  EXPECT_TRUE(std::isnan(gpu_softmax::merge_weights(std::nanf(""), 1.0f).lse));
+  EXPECT_TRUE(std::isnan(gpu::merge_weights(std::nanf(""), 1.0f).lse));
 }
 
 }  // namespace

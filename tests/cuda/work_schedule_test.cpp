@@ -11,7 +11,7 @@
 #include "cuda_hip/work_schedule.hpp"
 #include "mla/error.hpp"
 
-namespace mla::gpu_schedule {
+namespace mla::gpu {
 namespace {
 
 bool visible(int row, int key, int seqlen_q, int seqlen_k, bool causal) {
@@ -99,4 +99,4 @@ TEST(WorkSchedule, RejectsMismatchedBatches) {
 }
 
 }  // namespace
-}  // namespace mla::gpu_schedule
+}  // namespace mla::gpu

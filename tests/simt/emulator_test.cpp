@@ -246,16 +246,16 @@ TEST_P(Schedules, ShuffleXorExchangesWithinWidth) {
   for (unsigned lane = 0; lane < 32; ++lane) EXPECT_EQ(got[lane], static_cast<float>(lane)) << lane;
 }
 
-std::uint16_t bf16(float value) { return gpu_numeric::float_to_bf16(value); }
+std::uint16_t bf16(float value) { return gpu::float_to_bf16(value); }
 
 TEST_P(Schedules, MmaComputesTheProductOfThePtxFragments) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   float a[16][16], b[16][8], c[16][8];
   for (auto& row : a)
-    for (float& x : row) x = gpu_numeric::bf16_to_float(bf16(dist(rng)));
+    for (float& x : row) x = gpu::bf16_to_float(bf16(dist(rng)));
   for (auto& row : b)
-    for (float& x : row) x = gpu_numeric::bf16_to_float(bf16(dist(rng)));
+    for (float& x : row) x = gpu::bf16_to_float(bf16(dist(rng)));
   for (auto& row : c)
     for (float& x : row) x = dist(rng);
   float d[16][8] = {};

@@ -55,10 +55,10 @@ void PrintTo(const Case& c, std::ostream* os) { *os << describe_case(c); }
   if (!hip_flash_emulated_built()) GTEST_SKIP() << "emulated HIP_FLASH was not built"
 
 std::uint16_t to_bits(DType dtype, float value) {
-  return dtype == DType::bfloat16 ? gpu_numeric::float_to_bf16(value) : float_to_half(value);
+  return dtype == DType::bfloat16 ? gpu::float_to_bf16(value) : float_to_half(value);
 }
 float from_bits(DType dtype, std::uint16_t bits) {
-  return dtype == DType::bfloat16 ? gpu_numeric::bf16_to_float(bits) : half_to_float(bits);
+  return dtype == DType::bfloat16 ? gpu::bf16_to_float(bits) : half_to_float(bits);
 }
 
 // Query and key counts per sequence: odd lengths, one sequence of more than
@@ -103,11 +103,11 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   std::vector<std::uint16_t> out(static_cast<std::size_t>(total_q) * heads * dv, 0xffff);
   std::vector<float> lse(static_cast<std::size_t>(heads) * total_q, std::numeric_limits<float>::quiet_NaN());
 
-  const std::vector<gpu_schedule::WorkItem> work =
-      gpu_schedule::build_work_list(cu_q, cu_k, tc.causal, gpu_schedule::TileShape{tile->block_rows(), tile->block_cols});
+  const std::vector<gpu::WorkItem> work =
+      gpu::build_work_list(cu_q, cu_k, tc.causal, gpu::TileShape{tile->block_rows(), tile->block_cols});
   const double scale = 1.0 / std::sqrt(static_cast<double>(dqk));
 
-  gpu_flash::FlashParams p;
+  gpu::FlashParams p;
   p.q = q.data();
   p.k = k.data();
   p.v = v.data();
@@ -235,7 +235,7 @@ INSTANTIATE_TEST_SUITE_P(AllTiles, HipFlashEmulated, testing::ValuesIn(all_cases
 
 TEST(HipFlashEmulatedLaunch, RefusesDimsWithoutATile) {
   SKIP_UNLESS_BUILT();
-  gpu_flash::FlashParams p;
+  gpu::FlashParams p;
   p.num_work = 1;
   p.num_heads = 1;
   try {
@@ -255,7 +255,7 @@ TEST(HipFlashEmulatedLaunch, RefusesDimsWithoutATile) {
 TEST(HipFlashEmulatedLaunch, EmptyGridLaunchesNothing) {
   SKIP_UNLESS_BUILT();
   reset_statistics();
-  gpu_flash::FlashParams p;  // num_work 0
+  gpu::FlashParams p;  // num_work 0
   p.num_heads = 4;
   launch_hip_flash_emulated(p, DType::bfloat16, 192, 128);
   p.num_work = 3;
