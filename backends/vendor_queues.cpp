@@ -43,8 +43,7 @@ std::shared_ptr<QueueImpl> make_vendor_queue(DeviceBackend backend, int device_i
 #endif
   (void)device_index;
   raise(ErrorCategory::not_supported, "this build of mlaprefill has no " + std::string(device_backend_name(backend)) +
-                                          " queue (use the " + std::string(device_backend_name(backend)) +
-                                          " preset)");
+                                          " queue (use the " + std::string(device_backend_name(backend)) + " preset)");
 }
 
 std::optional<DeviceBackend> default_vendor_queue() {

@@ -11,8 +11,8 @@
 // the size), as wall time and as the calling thread's CPU time. FLOPs as docs/contract.md §7 counts causal prefill:
 // H * (dqk + dv) * sum_i s_i^2.
 #include <sys/resource.h>
-#include <time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,7 +84,9 @@ using Runner = std::function<void()>;
 Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<PrefillBackend>& keep) {
   if (name == "BLAS") {
     auto blas = std::make_shared<BlasAttention>(BlasAttention{kHeads, kDims.qk_head_dim(), kDims.v_head_dim, kScale});
-    return [blas, &problem] { blas->run(problem.q.data(), problem.k.data(), problem.v.data(), problem.out.data(), problem.cu); };
+    return [blas, &problem] {
+      blas->run(problem.q.data(), problem.k.data(), problem.v.data(), problem.out.data(), problem.cu);
+    };
   }
   BackendParams params;
   params.num_heads = kHeads;
@@ -212,33 +214,40 @@ int run_table(const char* self, bool quick, std::int64_t max_tokens) {
   const char* core = blas_single_thread_core();
   const FmaPeak peak = measure_fma_peak();
   std::printf("## Machine\n\n");
-  std::printf("- CPU: %s, %ld online cores (the benchmark uses one)\n", peak.cpu_model.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("- Kokkos default host execution space runs the KOKKOS backend, kernel %s; OpenBLAS kernel: %s, "
-              "1 thread\n\n", kokkos_kernel_info().c_str(), core);
+  std::printf("- CPU: %s, %ld online cores (the benchmark uses one)\n", peak.cpu_model.c_str(),
+              sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "- Kokkos default host execution space runs the KOKKOS backend, kernel %s; OpenBLAS kernel: %s, "
+      "1 thread\n\n",
+      kokkos_kernel_info().c_str(), core);
   std::printf("## One core's FP32 FMA peak (measured)\n\n");
-  std::printf("A loop of 12 independent %s FMA chains of %d lanes: %.1f GFLOP/s (thread CPU time).\n",
-              peak.isa.c_str(), peak.lanes, peak.gflops);
+  std::printf("A loop of 12 independent %s FMA chains of %d lanes: %.1f GFLOP/s (thread CPU time).\n", peak.isa.c_str(),
+              peak.lanes, peak.gflops);
   if (peak.cpuinfo_mhz > 0) {
     const double per_cycle = peak.gflops * 1e3 / peak.cpuinfo_mhz;
-    std::printf("At the %.0f MHz that /proc/cpuinfo lists, that is %.1f flops/cycle = 2 flops x %d lanes x %.2f FMA "
-                "instructions per cycle. A core with 2 FMA pipes (Zen 4/5, Skylake-SP and later) retires at most 2, "
-                "so this one ran at about %.2f GHz (2 x %d x 2 x f = %.1f GFLOP/s).\n",
-                peak.cpuinfo_mhz, per_cycle, peak.lanes, per_cycle / (2.0 * peak.lanes),
-                peak.gflops / (2.0 * peak.lanes * 2.0), peak.lanes, peak.gflops);
+    std::printf(
+        "At the %.0f MHz that /proc/cpuinfo lists, that is %.1f flops/cycle = 2 flops x %d lanes x %.2f FMA "
+        "instructions per cycle. A core with 2 FMA pipes (Zen 4/5, Skylake-SP and later) retires at most 2, "
+        "so this one ran at about %.2f GHz (2 x %d x 2 x f = %.1f GFLOP/s).\n",
+        peak.cpuinfo_mhz, per_cycle, peak.lanes, per_cycle / (2.0 * peak.lanes), peak.gflops / (2.0 * peak.lanes * 2.0),
+        peak.lanes, peak.gflops);
   }
   std::printf("\n");
 
-  std::vector<Case> cases = {{"causal 512", {512}},   {"causal 1024", {1024}}, {"causal 2048", {2048}},
-                             {"causal 4096", {4096}}, {"causal 8192", {8192}}, {"varlen 4 seqs", {1536, 3072, 2560, 1024}}};
+  std::vector<Case> cases = {{"causal 512", {512}},   {"causal 1024", {1024}},
+                             {"causal 2048", {2048}}, {"causal 4096", {4096}},
+                             {"causal 8192", {8192}}, {"varlen 4 seqs", {1536, 3072, 2560, 1024}}};
   if (quick) cases.resize(2);
   std::erase_if(cases, [&](const Case& c) {
     return std::accumulate(c.lengths.begin(), c.lengths.end(), std::int64_t{0}) > max_tokens;
   });
   std::printf("## Causal prefill, fp32, H=16, dqk=192, dv=128 (median ms; GFLOP/s per docs/contract.md §7)\n\n");
-  std::printf("Wall: median wall-clock ms. CPU: median CPU ms of the calling thread; GFLOP/s, %% of peak and the "
-              "ratio use CPU time.\n\n");
-  std::printf("| case | tokens | KOKKOS wall / CPU ms | KOKKOS GFLOP/s | %% of peak | REFERENCE CPU ms | REFERENCE GFLOP/s | "
-              "BLAS wall / CPU ms | BLAS GFLOP/s | KOKKOS / BLAS | max abs diff |\n");
+  std::printf(
+      "Wall: median wall-clock ms. CPU: median CPU ms of the calling thread; GFLOP/s, %% of peak and the "
+      "ratio use CPU time.\n\n");
+  std::printf(
+      "| case | tokens | KOKKOS wall / CPU ms | KOKKOS GFLOP/s | %% of peak | REFERENCE CPU ms | REFERENCE GFLOP/s | "
+      "BLAS wall / CPU ms | BLAS GFLOP/s | KOKKOS / BLAS | max abs diff |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     Problem problem(c.lengths);
@@ -274,7 +283,8 @@ int run_table(const char* self, bool quick, std::int64_t max_tokens) {
 
   const int memory_tokens = static_cast<int>(std::min<std::int64_t>(quick ? 1024 : 8192, max_tokens));
   std::printf("\n## Memory at %d tokens (one process per contender)\n\n", memory_tokens);
-  std::printf("| contender | RSS with inputs and output (MiB) | peak RSS during the call (MiB) | added by the call (MiB) |\n");
+  std::printf(
+      "| contender | RSS with inputs and output (MiB) | peak RSS during the call (MiB) | added by the call (MiB) |\n");
   std::printf("|---|---|---|---|\n");
   for (const char* name : {"KOKKOS", "BLAS"}) {
     const Memory memory = measure_memory(self, name, memory_tokens);

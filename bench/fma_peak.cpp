@@ -18,23 +18,42 @@ namespace {
 // vector types so the compiler can neither interchange the loops (which
 // turns them into one long dependency chain) nor spill the accumulators.
 // This file is compiled with -ffp-contract=fast, so a * m + s is one FMA.
-#define MLA_FMA_LOOP(Vec)                                                            \
-  Vec a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, m, s;                         \
-  for (std::size_t l = 0; l < sizeof(Vec) / sizeof(float); ++l) {                     \
-    m[l] = mul;                                                                       \
-    s[l] = seed;                                                                      \
-  }                                                                                   \
-  /* distinct starts, or the compiler merges identical chains */                    \
-  a0 = s; a1 = a0 + s; a2 = a1 + s; a3 = a2 + s; a4 = a3 + s; a5 = a4 + s;            \
-  a6 = a5 + s; a7 = a6 + s; a8 = a7 + s; a9 = a8 + s; a10 = a9 + s; a11 = a10 + s;    \
-  for (long i = 0; i < iterations; ++i) {                                             \
-    a0 = a0 * m + s; a1 = a1 * m + s; a2 = a2 * m + s; a3 = a3 * m + s;                \
-    a4 = a4 * m + s; a5 = a5 * m + s; a6 = a6 * m + s; a7 = a7 * m + s;                \
-    a8 = a8 * m + s; a9 = a9 * m + s; a10 = a10 * m + s; a11 = a11 * m + s;            \
-  }                                                                                   \
-  const Vec total = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;      \
-  float sum = 0.0f;                                                                   \
-  for (std::size_t l = 0; l < sizeof(Vec) / sizeof(float); ++l) sum += total[l];      \
+#define MLA_FMA_LOOP(Vec)                                                        \
+  Vec a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, m, s;                    \
+  for (std::size_t l = 0; l < sizeof(Vec) / sizeof(float); ++l) {                \
+    m[l] = mul;                                                                  \
+    s[l] = seed;                                                                 \
+  }                                                                              \
+  /* distinct starts, or the compiler merges identical chains */                 \
+  a0 = s;                                                                        \
+  a1 = a0 + s;                                                                   \
+  a2 = a1 + s;                                                                   \
+  a3 = a2 + s;                                                                   \
+  a4 = a3 + s;                                                                   \
+  a5 = a4 + s;                                                                   \
+  a6 = a5 + s;                                                                   \
+  a7 = a6 + s;                                                                   \
+  a8 = a7 + s;                                                                   \
+  a9 = a8 + s;                                                                   \
+  a10 = a9 + s;                                                                  \
+  a11 = a10 + s;                                                                 \
+  for (long i = 0; i < iterations; ++i) {                                        \
+    a0 = a0 * m + s;                                                             \
+    a1 = a1 * m + s;                                                             \
+    a2 = a2 * m + s;                                                             \
+    a3 = a3 * m + s;                                                             \
+    a4 = a4 * m + s;                                                             \
+    a5 = a5 * m + s;                                                             \
+    a6 = a6 * m + s;                                                             \
+    a7 = a7 * m + s;                                                             \
+    a8 = a8 * m + s;                                                             \
+    a9 = a9 * m + s;                                                             \
+    a10 = a10 * m + s;                                                           \
+    a11 = a11 * m + s;                                                           \
+  }                                                                              \
+  const Vec total = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11; \
+  float sum = 0.0f;                                                              \
+  for (std::size_t l = 0; l < sizeof(Vec) / sizeof(float); ++l) sum += total[l]; \
   return sum
 
 constexpr int kChains = 12;
@@ -46,9 +65,7 @@ typedef float Vec16 __attribute__((vector_size(64)));
 __attribute__((target("avx512f,fma"))) float fma_loop_avx512(long iterations, float mul, float seed) {
   MLA_FMA_LOOP(Vec16);
 }
-__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iterations, float mul, float seed) {
-  MLA_FMA_LOOP(Vec8);
-}
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iterations, float mul, float seed) { MLA_FMA_LOOP(Vec8); }
 #endif
 float fma_loop_plain(long iterations, float mul, float seed) { MLA_FMA_LOOP(Vec4); }
 

@@ -6,9 +6,9 @@
 namespace mla::bench {
 
 struct FmaPeak {
-  std::string isa;       // widest FMA instruction set the CPU runs: "avx512f", "avx2+fma", "none"
-  int lanes = 0;         // fp32 lanes per FMA instruction
-  double gflops = 0.0;   // measured: 2 flops per lane per FMA
+  std::string isa;           // widest FMA instruction set the CPU runs: "avx512f", "avx2+fma", "none"
+  int lanes = 0;             // fp32 lanes per FMA instruction
+  double gflops = 0.0;       // measured: 2 flops per lane per FMA
   double cpuinfo_mhz = 0.0;  // "cpu MHz" of /proc/cpuinfo (0 when absent)
   std::string cpu_model;     // "model name" of /proc/cpuinfo
 };

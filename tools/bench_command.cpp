@@ -276,7 +276,7 @@ int run_bench(const BenchOptions& options) {
   progress.finish();
 
   std::cout << fmt::format("mla-prefill bench: {}\n", problem.built_in ? "DeepSeek-V3 prefill at TP8"
-                                                                         : "DeepSeek-V3 prefill, shape from the options");
+                                                                       : "DeepSeek-V3 prefill, shape from the options");
   std::cout << fmt::format("platform   {}\n", describe_platform(platform));
   std::cout << fmt::format("backend    {} ({})\n", backend->name(), selection.why);
   if (const std::string kernel = backend->kernel_info(); !kernel.empty()) {
@@ -290,8 +290,8 @@ int run_bench(const BenchOptions& options) {
                            lengths_text(problem.context_lengths), problem.num_context());
   std::cout << fmt::format("timing     median of {} run(s) after 1 warm-up, events on the queue\n", options.repeats);
   std::cout << fmt::format("reference  {}\n\n", is_reference ? "the backend is REFERENCE itself: errors are 0 (self)"
-                                          : check ? "REFERENCE (fp64 accumulation) on the same inputs"
-                                                  : "not run (--no-check): errors are not known");
+                                                : check      ? "REFERENCE (fp64 accumulation) on the same inputs"
+                                                             : "not run (--no-check): errors are not known");
 
   std::cout << fmt::format("{:<32} {:>8} {:>11} {:>9} {:>12} {:>12}\n", "phase", "GFLOP", "median ms", "TFLOP/s",
                            "rel. error", "max LSE err");

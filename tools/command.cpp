@@ -40,9 +40,7 @@ Selector SelectionOptions::make_selector() const {
   return Selector(std::move(config));
 }
 
-bool is_explicit_choice(const Selector& selector) {
-  return selector.config().backend != "auto";
-}
+bool is_explicit_choice(const Selector& selector) { return selector.config().backend != "auto"; }
 
 // "A,B,..." as ints; nullopt when any piece is not an int (empty pieces,
 // stray characters, overflow).
@@ -72,9 +70,9 @@ MlaDims parse_dims(const std::string& text, const char* flag) {
 std::vector<int> parse_lengths(const std::string& text, const char* flag) {
   const std::optional<std::vector<int>> lengths = split_ints(text);
   if (!lengths || std::any_of(lengths->begin(), lengths->end(), [](int v) { return v < 0; })) {
-    raise(ErrorCategory::invalid_argument,
-          std::string(flag) + " must be non-negative integers separated by commas (e.g. 4096,0,17), got '" + text +
-              "'");
+    raise(
+        ErrorCategory::invalid_argument,
+        std::string(flag) + " must be non-negative integers separated by commas (e.g. 4096,0,17), got '" + text + "'");
   }
   std::int64_t total = 0;
   for (int length : *lengths) total += length;

@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "arch_coverage.hpp"
+#include "builtin_entries.hpp"
 #include "capability.hpp"
 #include "cuda_hip/flash_dims.hpp"
-#include "builtin_entries.hpp"
 #include "mla/error.hpp"
 
 #if defined(MLA_WITH_CUDA)

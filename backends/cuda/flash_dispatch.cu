@@ -23,7 +23,7 @@ void launch_causal_or_not(const FlashParams& params, bool causal, gpu::Stream st
 template <class T>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, bool causal, gpu::Stream stream,
                      std::size_t shared_limit) {
-#define MLA_FLASH_SHAPE(nope, rope, v)                       \
+#define MLA_FLASH_SHAPE(nope, rope, v)                     \
   if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
     return launch_causal_or_not<T, (nope) + (rope), (v)>(params, causal, stream, shared_limit);
 #include "cuda_hip/flash_shapes.def"

@@ -24,7 +24,7 @@ void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::si
 #define MLA_CUDA_FLASH_DECLARE(T, QK, V)                                                                   \
   extern template void launch_flash_forward<T, QK, V, true>(const FlashParams&, gpu::Stream, std::size_t); \
   extern template void launch_flash_forward<T, QK, V, false>(const FlashParams&, gpu::Stream, std::size_t);
-#define MLA_FLASH_SHAPE(nope, rope, v)                          \
+#define MLA_FLASH_SHAPE(nope, rope, v)                        \
   MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, (nope) + (rope), (v)) \
   MLA_CUDA_FLASH_DECLARE(__half, (nope) + (rope), (v))
 #include "cuda_hip/flash_shapes.def"

@@ -27,9 +27,9 @@ struct FlashParams {
   std::int64_t lse_head_stride = 0;
   std::int64_t lse_token_stride = 0;
 
-  const std::int32_t* cu_seqlens_q = nullptr;    // [B+1], device
-  const std::int32_t* cu_seqlens_k = nullptr;    // [B+1], device
-  const gpu::WorkItem* work = nullptr;  // [num_work], heaviest first, device
+  const std::int32_t* cu_seqlens_q = nullptr;  // [B+1], device
+  const std::int32_t* cu_seqlens_k = nullptr;  // [B+1], device
+  const gpu::WorkItem* work = nullptr;         // [num_work], heaviest first, device
   std::int32_t num_work = 0;
   std::int32_t num_heads = 0;
   // Whether each query sees only keys up to its diagonal. The HIP kernel reads

@@ -56,8 +56,8 @@ void GpuFlashBackend::check_kernel_layout(const TensorView& view, const char* wh
 void GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
   const std::string name = vendor_.backend_name;
   if (queue.backend() != vendor_.queue_backend) {
-    raise(ErrorCategory::not_supported, name + " " + call + " needs a " + vendor_.queue_display_name +
-                                            " queue; got the " + queue.describe());
+    raise(ErrorCategory::not_supported,
+          name + " " + call + " needs a " + vendor_.queue_display_name + " queue; got the " + queue.describe());
   }
   if (vendor_.device_gap != nullptr) {
     const std::string gap = vendor_.device_gap(queue.capability());
@@ -110,9 +110,8 @@ void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   vendor_.merge(queue, args);
 }
 
-void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q,
-                             const TensorView& k, const TensorView& v, const AttentionResult& result,
-                             std::optional<float> out_scale) {
+void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const AttentionResult& result, std::optional<float> out_scale) {
   if (prepared_queue_ && prepared_queue_->impl() != queue.impl()) prepared_queue_->wait();
   FlashParams p;
   p.q = q.data;

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "gpu_runtime.hpp"
 #include "gpu_queue.hpp"
-#include "mla/platform.hpp"
+#include "gpu_runtime.hpp"
+#include "mla/detail/vendor_devices.hpp"
 #include "mla/error.hpp"
 #include "mla/log.hpp"
-#include "mla/detail/vendor_devices.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::detail {
 namespace {

@@ -151,8 +151,8 @@ inline void* allocate(std::size_t bytes, MemoryKind kind, std::string_view conte
 #endif
       break;
     case MemoryKind::shared:
-      check(MLA_GPU_VENDOR(cudaMallocManaged, hipMallocManaged)(&ptr, bytes,
-                                                                MLA_GPU_VENDOR(cudaMemAttachGlobal, hipMemAttachGlobal)),
+      check(MLA_GPU_VENDOR(cudaMallocManaged, hipMallocManaged)(
+                &ptr, bytes, MLA_GPU_VENDOR(cudaMemAttachGlobal, hipMemAttachGlobal)),
             "MallocManaged", context);
       break;
   }
@@ -163,7 +163,8 @@ inline void* allocate(std::size_t bytes, MemoryKind kind, std::string_view conte
 // message on failure (empty on success) instead of raising.
 inline std::string free_quietly(void* ptr, MemoryKind kind) noexcept {
   const bool pinned = kind == MemoryKind::host;
-  const ErrorCode code = pinned ? MLA_GPU_VENDOR(cudaFreeHost, hipHostFree)(ptr) : MLA_GPU_VENDOR(cudaFree, hipFree)(ptr);
+  const ErrorCode code =
+      pinned ? MLA_GPU_VENDOR(cudaFreeHost, hipHostFree)(ptr) : MLA_GPU_VENDOR(cudaFree, hipFree)(ptr);
   if (code == success) return {};
   (void)MLA_GPU_VENDOR(cudaGetLastError, hipGetLastError)();
   try {

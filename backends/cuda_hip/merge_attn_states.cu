@@ -6,12 +6,12 @@
 namespace mla::MLA_GPU_NAMESPACE {
 
 void merge_attn_states(Queue& queue, const MergeArgs& args) {
-  merge_kernel::merge_attn_states_with(args, [&queue](auto kernel, const merge_kernel::MergeLaunch& how,
-                                                      const merge_kernel::MergeKernelParams& params) {
-    gpu::DeviceGuard guard(queue.device_index());
-    kernel<<<how.blocks, how.threads, 0, gpu::stream_of(queue)>>>(params);
-    gpu::check_launch(how.name, how.context);
-  });
+  merge_kernel::merge_attn_states_with(
+      args, [&queue](auto kernel, const merge_kernel::MergeLaunch& how, const merge_kernel::MergeKernelParams& params) {
+        gpu::DeviceGuard guard(queue.device_index());
+        kernel<<<how.blocks, how.threads, 0, gpu::stream_of(queue)>>>(params);
+        gpu::check_launch(how.name, how.context);
+      });
 }
 
 }  // namespace mla::MLA_GPU_NAMESPACE

@@ -22,7 +22,6 @@
 
 namespace mla::MLA_GPU_NAMESPACE::merge_kernel {
 
-
 struct MergeKernelParams {
   const void* prefix_out;   // [N, H, V]
   const void* suffix_out;   // [N, H, V]

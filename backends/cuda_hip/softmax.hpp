@@ -33,9 +33,7 @@ MLA_HOST_DEVICE inline float natural_lse(float max_log2, float sum) {
 // 1/sum, or 0 for a row without keys so its output is 0.
 MLA_HOST_DEVICE inline float output_factor(float sum) { return sum > 0.0f ? 1.0f / sum : 0.0f; }
 
-MLA_HOST_DEVICE inline bool is_infinite(float value) {
-  return (gpu::float_bits(value) & 0x7fffffffu) == 0x7f800000u;
-}
+MLA_HOST_DEVICE inline bool is_infinite(float value) { return (gpu::float_bits(value) & 0x7fffffffu) == 0x7f800000u; }
 
 // Weights of one merge (docs/contract.md §3), natural logs.
 struct MergeWeights {

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "builtin_entries.hpp"
 #include "cuda_hip/flash_dims.hpp"
 #include "hip/capability.hpp"
-#include "builtin_entries.hpp"
 #include "mla/error.hpp"
 
 #if MLA_WITH_HIP

@@ -13,8 +13,9 @@ namespace {
 
 template <DType D>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, gpu::Stream stream) {
-#define MLA_FLASH_SHAPE(nope, rope, v) \
-  if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) return launch_flash_forward<D, (nope) + (rope), (v)>(params, stream);
+#define MLA_FLASH_SHAPE(nope, rope, v)                     \
+  if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
+    return launch_flash_forward<D, (nope) + (rope), (v)>(params, stream);
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
   raise(ErrorCategory::internal, "HIP_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +

@@ -17,7 +17,7 @@ using gpu::FlashParams;
 template <DType D, int HeadDimQk, int HeadDimV>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream);
 
-#define MLA_HIP_FLASH_DECLARE(QK, V)                                                                 \
+#define MLA_HIP_FLASH_DECLARE(QK, V)                                                                  \
   extern template void launch_flash_forward<DType::bfloat16, QK, V>(const FlashParams&, gpu::Stream); \
   extern template void launch_flash_forward<DType::float16, QK, V>(const FlashParams&, gpu::Stream);
 #define MLA_FLASH_SHAPE(nope, rope, v) MLA_HIP_FLASH_DECLARE((nope) + (rope), (v))

@@ -162,8 +162,7 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   // The wave's first row sees the fewest keys, its last valid row the most.
   const int wave_unmasked_keys = gpu::row_key_end(wave_row, seqlen_q, seqlen_k, p.causal);
   const int wave_keys =
-      wave_active ? gpu::row_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal)
-                  : 0;
+      wave_active ? gpu::row_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal) : 0;
   const int block_keys = gpu::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
 
   // Q^T as B operands: value e of step s is q[row][8s + operand_k(lane, e)].
@@ -172,8 +171,8 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   Operand q_ops[qk_steps];
 #pragma unroll
   for (int s = 0; s < qk_steps; ++s) {
-    q_ops[s] = row_valid ? *reinterpret_cast<const Operand*>(q + s * mfma::k_step + mfma::operand_k(lane, 0))
-                         : Operand{};
+    q_ops[s] =
+        row_valid ? *reinterpret_cast<const Operand*>(q + s * mfma::k_step + mfma::operand_k(lane, 0)) : Operand{};
   }
 
   const auto* k = static_cast<const std::uint16_t*>(p.k) + k_start * p.k_row_stride + head * p.k_head_stride;

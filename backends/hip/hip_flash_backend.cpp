@@ -2,9 +2,9 @@
 
 #include <optional>
 
+#include "capability.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
-#include "capability.hpp"
 #include "flash_config.hpp"
 #include "flash_launch.hpp"
 

@@ -99,8 +99,8 @@ __device__ inline Accumulator product<DType::bfloat16>(const Operand& a, const O
 
 // Targets with 32x32x8 fp16 MFMA: CDNA1 (gfx908), CDNA2 (gfx90a), CDNA3
 // (gfx940-942), CDNA4 (gfx950). Only ever 1 inside a device pass.
-#if defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
-    defined(__gfx942__) || defined(__gfx950__)
+#if defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || \
+    defined(__gfx950__)
 #define MLA_AMD_MFMA_AVAILABLE 1
 #else
 #define MLA_AMD_MFMA_AVAILABLE 0
@@ -124,8 +124,7 @@ template <>
 __device__ inline Accumulator product<DType::float16>(const Operand& a, const Operand& b, Accumulator acc) {
 #if MLA_AMD_MFMA_AVAILABLE
   using Half4 = _Float16 __attribute__((ext_vector_type(4)));
-  return __builtin_amdgcn_mfma_f32_32x32x8f16(__builtin_bit_cast(Half4, a), __builtin_bit_cast(Half4, b), acc, 0, 0,
-                                              0);
+  return __builtin_amdgcn_mfma_f32_32x32x8f16(__builtin_bit_cast(Half4, a), __builtin_bit_cast(Half4, b), acc, 0, 0, 0);
 #else
   // Host pass, or a target without MFMA that the host predicate never launches on.
   (void)a;

@@ -26,9 +26,9 @@
 
 namespace mla::hip_flash::mfma {
 
-inline constexpr int wave_size = 64;  // MFMA runs on wave64 (every CDNA part)
-inline constexpr int tile = 32;       // M = N = 32
-inline constexpr int k_step = 8;      // k covered by one 32x32x8 product
+inline constexpr int wave_size = 64;      // MFMA runs on wave64 (every CDNA part)
+inline constexpr int tile = 32;           // M = N = 32
+inline constexpr int k_step = 8;          // k covered by one 32x32x8 product
 inline constexpr int operand_values = 4;  // per lane and k-step
 inline constexpr int accumulators = 16;   // per lane
 

@@ -24,8 +24,8 @@ void HostBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
 
 bool HostBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
 
-AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
-                                            const TensorView& v, bool return_lse, std::optional<TensorView> out,
+AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
+                                            bool return_lse, std::optional<TensorView> out,
                                             std::optional<float> out_scale) {
   require_host_queue(*this, queue, "run_new_tokens");
   check_new_tokens_args(queue, q, k, v, out, out_scale);
@@ -47,8 +47,8 @@ AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, c
   return result;
 }
 
-AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
-                                               const TensorView& k, const TensorView& v) {
+AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
+                                               const TensorView& v) {
   require_host_queue(*this, queue, "run_context_chunk");
   check_chunk_args(queue, chunk_index, q, k, v);
   const PrefillMetadata& meta = metadata();

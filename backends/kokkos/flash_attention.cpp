@@ -98,7 +98,7 @@ struct FlashKernel {
   ScratchLayout layout;
   int scratch_level = 0;
   bool causal = true;
-  float q_multiplier = 1.0f;  // softmax scale * log2(e): scores come out in log2 units
+  float q_multiplier = 1.0f;    // softmax scale * log2(e): scores come out in log2 units
   float out_multiplier = 1.0f;  // 1 / fp8 scale, 1 otherwise
 
   KOKKOS_FUNCTION void operator()(const Member& member) const {
@@ -231,12 +231,11 @@ struct FlashKernel {
       const int r = (block % query_blocks) * kRb;
       const int c = (block / query_blocks) * kNc;
       Hot::template micro_gemm<kRb, kNc>(st + r, 1, kBr, vr + c, dv_padded, cols, acc + r * dv_padded + c, dv_padded,
-                           row_alpha + r);
+                                         row_alpha + r);
     });
   }
 
-  KOKKOS_INLINE_FUNCTION void store_output(const Member& member, float* scratch, int token, int rows,
-                                           int head) const {
+  KOKKOS_INLINE_FUNCTION void store_output(const Member& member, float* scratch, int token, int rows, int head) const {
     const float* acc = scratch + layout.acc;
     const float* row_max = scratch + layout.row_max;
     const float* row_sum = scratch + layout.row_sum;
@@ -245,7 +244,8 @@ struct FlashKernel {
       const float sum = row_sum[r];
       // No visible key: output 0 and LSE -inf (docs/contract.md §2).
       const float inverse = sum > 0.0f ? out_multiplier / sum : 0.0f;
-      for (int c = 0; c < dv; ++c) out(token + r, head, c) = Element<kOut>::store(acc[r * layout.dv_padded + c] * inverse);
+      for (int c = 0; c < dv; ++c)
+        out(token + r, head, c) = Element<kOut>::store(acc[r * layout.dv_padded + c] * inverse);
       if (write_lse) {
         lse(head, token + r) = sum > 0.0f ? (row_max[r] + kmath::log2(sum)) * kLn2 : neg_infinity();
       }
@@ -297,7 +297,8 @@ WorkList build_work_list(const AttentionProblem& problem, int heads, int rows_q)
 }
 
 Kokkos::View<const std::int32_t*, MemSpace> to_device(const std::vector<std::int32_t>& values, const char* label) {
-  Kokkos::View<std::int32_t*, MemSpace> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), values.size());
+  Kokkos::View<std::int32_t*, MemSpace> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                                             values.size());
   Kokkos::deep_copy(view, CuSeqlens(values.data(), values.size()));
   return view;
 }
@@ -307,17 +308,17 @@ void launch(const AttentionProblem& problem) {
   using Kernel = FlashKernel<kIn, kOut, kIsa>;
   using In = typename Element<kIn>::type;
   const int heads = static_cast<int>(problem.q.shape[1]);
-  Kernel kernel{wrap<const In, 3>(problem.q),
-                wrap<const In, 3>(problem.k),
-                wrap<const In, 3>(problem.v),
-                wrap<typename Element<kOut>::type, 3>(problem.out),
-                {},
-                !problem.lse.empty_view(),
-                to_device(*problem.cu_q, "mla_kokkos_cu_q"),
-                to_device(*problem.cu_k, "mla_kokkos_cu_k"),
-                build_work_list(problem, heads, Kernel::kBr),
-                ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]),
-                              Kernel::kTile)};
+  Kernel kernel{
+      wrap<const In, 3>(problem.q),
+      wrap<const In, 3>(problem.k),
+      wrap<const In, 3>(problem.v),
+      wrap<typename Element<kOut>::type, 3>(problem.out),
+      {},
+      !problem.lse.empty_view(),
+      to_device(*problem.cu_q, "mla_kokkos_cu_q"),
+      to_device(*problem.cu_k, "mla_kokkos_cu_k"),
+      build_work_list(problem, heads, Kernel::kBr),
+      ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]), Kernel::kTile)};
   if (kernel.write_lse) kernel.lse = wrap<float, 2>(problem.lse);
   kernel.causal = problem.causal;
   kernel.q_multiplier = problem.scale * kLog2e;
@@ -355,9 +356,12 @@ template <DType kIn>
 void launch_for_input(const AttentionProblem& problem) {
 #if MLA_KOKKOS_ISA_DISPATCH
   switch (selected_host_isa()) {
-    case HostIsa::avx512: return launch_for_output<kIn, HostIsa::avx512>(problem);
-    case HostIsa::avx2: return launch_for_output<kIn, HostIsa::avx2>(problem);
-    case HostIsa::baseline: break;
+    case HostIsa::avx512:
+      return launch_for_output<kIn, HostIsa::avx512>(problem);
+    case HostIsa::avx2:
+      return launch_for_output<kIn, HostIsa::avx2>(problem);
+    case HostIsa::baseline:
+      break;
   }
   launch_for_output<kIn, HostIsa::baseline>(problem);
 #else
@@ -369,10 +373,14 @@ void launch_for_input(const AttentionProblem& problem) {
 
 void flash_attention(const AttentionProblem& problem) {
   switch (problem.q.dtype) {
-    case DType::float32: return launch_for_input<DType::float32>(problem);
-    case DType::float16: return launch_for_input<DType::float16>(problem);
-    case DType::bfloat16: return launch_for_input<DType::bfloat16>(problem);
-    case DType::float8_e4m3: break;
+    case DType::float32:
+      return launch_for_input<DType::float32>(problem);
+    case DType::float16:
+      return launch_for_input<DType::float16>(problem);
+    case DType::bfloat16:
+      return launch_for_input<DType::bfloat16>(problem);
+    case DType::float8_e4m3:
+      break;
   }
   raise(ErrorCategory::not_supported, "KOKKOS: inputs of dtype float8_e4m3 are not supported");
 }

@@ -37,8 +37,8 @@ inline constexpr HostIsa compiled_host_isa = HostIsa::baseline;
 #endif
 
 constexpr bool valid_tile(FlashTile tile) {
-  return tile.rows_q % tile.block_rows == 0      // query rows in whole register-block rows
-         && tile.rows_q % tile.block_cols == 0   // S^T has queries as columns
+  return tile.rows_q % tile.block_rows == 0            // query rows in whole register-block rows
+         && tile.rows_q % tile.block_cols == 0         // S^T has queries as columns
          && tile.block_rows * tile.block_cols <= 256;  // fits some vector register file
 }
 static_assert(valid_tile(flash_tile_for(HostIsa::baseline)) && valid_tile(flash_tile_for(HostIsa::avx2)) &&

@@ -90,7 +90,7 @@ KOKKOS_INLINE_FUNCTION std::uint8_t float_to_fp8_e4m3(float value) {
     return static_cast<std::uint8_t>(sign | (float_bits(sum) - 0x46800000u));
   }
   std::uint32_t m = float_bits(magnitude);
-  m += 0x7ffffu + ((m >> 20) & 1u);  // round to 3 mantissa bits
+  m += 0x7ffffu + ((m >> 20) & 1u);                                     // round to 3 mantissa bits
   return static_cast<std::uint8_t>(sign | ((m - (120u << 23)) >> 20));  // rebias 127 -> 7
 }
 

@@ -30,9 +30,12 @@ const char* requested_host_isa() {
 
 std::string_view host_isa_name(HostIsa isa) {
   switch (isa) {
-    case HostIsa::baseline: return "baseline";
-    case HostIsa::avx2: return "avx2";
-    case HostIsa::avx512: return "avx512";
+    case HostIsa::baseline:
+      return "baseline";
+    case HostIsa::avx2:
+      return "avx2";
+    case HostIsa::avx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -45,8 +48,8 @@ bool host_isa_supported(HostIsa isa) {
   __builtin_cpu_init();
   if (isa == HostIsa::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2") &&
+         __builtin_cpu_supports("fma");
 #else
   return false;
 #endif

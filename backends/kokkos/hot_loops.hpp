@@ -21,8 +21,8 @@ namespace mla::kokkos {
 // With `masked` (the diagonal tile of a causal problem), key j is hidden from
 // queries r < j - shift.
 template <int kBr, int kNc>
-KOKKOS_FORCEINLINE_FUNCTION void softmax_block_body(float* st, float* row_max, float* row_sum, float* row_alpha,
-                                                    int r0, int cols, bool masked, int shift) {
+KOKKOS_FORCEINLINE_FUNCTION void softmax_block_body(float* st, float* row_max, float* row_sum, float* row_alpha, int r0,
+                                                    int cols, bool masked, int shift) {
   if (masked) {
     for (int j = 0; j < cols; ++j) {
       float* s_row = st + j * kBr + r0;
@@ -83,17 +83,17 @@ struct HotLoops;
 
 // One variant: ISA is a HostIsa member, GEMM / LOOP the attributes of the
 // micro-GEMM and of the softmax copy.
-#define MLA_KOKKOS_HOT_LOOPS(ISA, GEMM, LOOP)                                             \
-  template <>                                                                             \
-  struct HotLoops<HostIsa::ISA> {                                                         \
-    template <int kRows, int kCols, class... Args>                                        \
-    GEMM MLA_KOKKOS_NOINLINE KOKKOS_FUNCTION static void micro_gemm(Args... args) {       \
-      micro_gemm_body<kRows, kCols>(args...);                                             \
-    }                                                                                     \
-    template <int kBr, int kNc, class... Args>                                            \
-    LOOP MLA_KOKKOS_NOINLINE KOKKOS_FUNCTION static void softmax_block(Args... args) {    \
-      softmax_block_body<kBr, kNc>(args...);                                              \
-    }                                                                                     \
+#define MLA_KOKKOS_HOT_LOOPS(ISA, GEMM, LOOP)                                          \
+  template <>                                                                          \
+  struct HotLoops<HostIsa::ISA> {                                                      \
+    template <int kRows, int kCols, class... Args>                                     \
+    GEMM MLA_KOKKOS_NOINLINE KOKKOS_FUNCTION static void micro_gemm(Args... args) {    \
+      micro_gemm_body<kRows, kCols>(args...);                                          \
+    }                                                                                  \
+    template <int kBr, int kNc, class... Args>                                         \
+    LOOP MLA_KOKKOS_NOINLINE KOKKOS_FUNCTION static void softmax_block(Args... args) { \
+      softmax_block_body<kBr, kNc>(args...);                                           \
+    }                                                                                  \
   }
 
 #if MLA_KOKKOS_ISA_DISPATCH
@@ -102,8 +102,7 @@ struct HotLoops;
 #define MLA_KOKKOS_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 #else
 // g++'s generic tuning would keep 256-bit vectors; the 6x32 block needs zmm.
-#define MLA_KOKKOS_AVX512 \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
+#define MLA_KOKKOS_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
 #endif
 MLA_KOKKOS_HOT_LOOPS(baseline, MLA_KOKKOS_BASELINE_GEMM, );
 MLA_KOKKOS_HOT_LOOPS(avx2, MLA_KOKKOS_AVX2, MLA_KOKKOS_AVX2);

@@ -4,8 +4,8 @@
 
 #include "flash_attention.hpp"
 #include "host_isa.hpp"
-#include "mla/error.hpp"
 #include "kokkos_runtime.hpp"
+#include "mla/error.hpp"
 
 namespace mla::kokkos {
 

@@ -35,7 +35,8 @@ void ensure_initialized() {
   std::lock_guard<std::mutex> lock(runtime_mutex);
   if (Kokkos::is_initialized()) return;
   if (library_owns_kokkos) {
-    raise(ErrorCategory::not_supported, "KOKKOS: Kokkos was finalized by the application while the library still used it");
+    raise(ErrorCategory::not_supported,
+          "KOKKOS: Kokkos was finalized by the application while the library still used it");
   }
 #if KOKKOS_VERSION >= 30700
   if (Kokkos::is_finalized()) {

@@ -11,10 +11,10 @@ namespace {
 template <DType kIn, DType kOut>
 struct MergeKernel {
   using In = typename Element<kIn>::type;
-  typename StridedViewType<const In, 3>::type prefix_out, suffix_out;  // [N,H,V]
+  typename StridedViewType<const In, 3>::type prefix_out, suffix_out;     // [N,H,V]
   typename StridedViewType<const float, 2>::type prefix_lse, suffix_lse;  // [H,N]
-  typename StridedViewType<typename Element<kOut>::type, 3>::type out;  // [N,H,V]
-  typename StridedViewType<float, 2>::type out_lse;                     // [H,N]
+  typename StridedViewType<typename Element<kOut>::type, 3>::type out;    // [N,H,V]
+  typename StridedViewType<float, 2>::type out_lse;                       // [H,N]
   bool write_lse = false;
   std::int64_t copy_from = 0;  // tokens >= copy_from take the suffix as it is
   int heads = 1;
@@ -28,7 +28,8 @@ struct MergeKernel {
     const std::int64_t t = pair / heads;
     const int h = static_cast<int>(pair % heads);
     if (t >= copy_from) {
-      for (int c = 0; c < dv; ++c) out(t, h, c) = Element<kOut>::store(Element<kIn>::load(suffix_out(t, h, c)) * out_multiplier);
+      for (int c = 0; c < dv; ++c)
+        out(t, h, c) = Element<kOut>::store(Element<kIn>::load(suffix_out(t, h, c)) * out_multiplier);
       if (write_lse) out_lse(h, t) = suffix_lse(h, t);
       return;
     }
@@ -72,8 +73,8 @@ void launch(const MergeArgs& args) {
   kernel.out_multiplier = args.out_scale ? 1.0f / *args.out_scale : 1.0f;
   const std::int64_t pairs = tokens * kernel.heads;
   if (pairs == 0) return;
-  Kokkos::parallel_for("mla_kokkos_merge_attn_states", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(0, pairs),
-                       kernel);
+  Kokkos::parallel_for("mla_kokkos_merge_attn_states",
+                       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(0, pairs), kernel);
   Kokkos::fence();
 }
 
@@ -90,10 +91,14 @@ void launch_for_input(const MergeArgs& args) {
 
 void merge_states(const MergeArgs& args) {
   switch (args.prefix_out.dtype) {
-    case DType::float32: return launch_for_input<DType::float32>(args);
-    case DType::float16: return launch_for_input<DType::float16>(args);
-    case DType::bfloat16: return launch_for_input<DType::bfloat16>(args);
-    case DType::float8_e4m3: break;
+    case DType::float32:
+      return launch_for_input<DType::float32>(args);
+    case DType::float16:
+      return launch_for_input<DType::float16>(args);
+    case DType::bfloat16:
+      return launch_for_input<DType::bfloat16>(args);
+    case DType::float8_e4m3:
+      break;
   }
 }
 

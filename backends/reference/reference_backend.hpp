@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "mla/backend.hpp"
 #include "host/host_backend.hpp"
+#include "mla/backend.hpp"
 
 namespace mla::reference {
 

@@ -62,10 +62,9 @@ std::vector<MemoryRange> flash_input_ranges(const FlashParams& params, int head_
     end_q = std::max(end_q, params.cu_seqlens_q[seq + 1]);
     end_k = std::max(end_k, params.cu_seqlens_k[seq + 1]);
   }
-  const auto span = [&](const void* base, std::int64_t rows, std::int64_t row_stride, std::int64_t head_stride,
-                        int dim, const char* what) {
-    const std::int64_t elements =
-        rows == 0 ? 0 : (rows - 1) * row_stride + (params.num_heads - 1) * head_stride + dim;
+  const auto span = [&](const void* base, std::int64_t rows, std::int64_t row_stride, std::int64_t head_stride, int dim,
+                        const char* what) {
+    const std::int64_t elements = rows == 0 ? 0 : (rows - 1) * row_stride + (params.num_heads - 1) * head_stride + dim;
     return MemoryRange{base, static_cast<std::size_t>(elements) * 2, what};
   };
   return {span(params.q, end_q, params.q_row_stride, params.q_head_stride, head_dim_qk, "q"),
@@ -80,8 +79,8 @@ void launch_cuda_flash_emulated(const FlashParams& params, DType dtype, int head
   } else if (dtype == DType::float16) {
     dispatch<__half>(params, head_dim_qk, head_dim_v, rows);
   } else {
-    raise(ErrorCategory::not_supported, "emulated CUDA_FLASH runs float16 and bfloat16; got " +
-                                            std::string(dtype_name(dtype)));
+    raise(ErrorCategory::not_supported,
+          "emulated CUDA_FLASH runs float16 and bfloat16; got " + std::string(dtype_name(dtype)));
   }
 }
 

@@ -73,8 +73,9 @@ BackendEntry emulated_cuda_flash_entry() { return entry_for(cuda_vendor, Availab
 
 BackendEntry emulated_hip_flash_entry(AmdTarget target) {
   const Availability availability =
-      hip_flash_emulated_built() ? Availability{}
-                                 : Availability{false, "the build found no clang 15 or newer to compile the HIP kernel"};
+      hip_flash_emulated_built()
+          ? Availability{}
+          : Availability{false, "the build found no clang 15 or newer to compile the HIP kernel"};
   return entry_for(target == AmdTarget::gfx908 ? hip_gfx908_vendor : hip_gfx90a_vendor, availability);
 }
 

@@ -188,8 +188,8 @@ void reset_statistics() {
 
 std::string describe(const Statistics& s) {
   std::ostringstream os;
-  os << "launches " << s.launches << ", blocks " << s.blocks << ", hazard checks " << s.hazards_checked()
-     << " (shared " << s.shared_checks << ", global " << s.global_checks << ", warp lanes " << s.collective_checks
+  os << "launches " << s.launches << ", blocks " << s.blocks << ", hazard checks " << s.hazards_checked() << " (shared "
+     << s.shared_checks << ", global " << s.global_checks << ", warp lanes " << s.collective_checks
      << ", barrier threads " << s.barrier_checks << ")";
   return os.str();
 }
@@ -343,7 +343,8 @@ std::uint32_t shared_address(const void* ptr, Site site) {
 
 ShadowChunk& Block::chunk_for(std::uint32_t address, const char* access, const Site& site) {
   ++stats.shared_checks;
-  if (address % chunk_bytes != 0) fail_at(address, std::string(access) + " at " + where(site) + " is not 16-byte aligned");
+  if (address % chunk_bytes != 0)
+    fail_at(address, std::string(access) + " at " + where(site) + " is not 16-byte aligned");
   if (static_cast<std::size_t>(address) + chunk_bytes > shared.size()) {
     fail_at(address, std::string(access) + " at " + where(site) + " is outside the block's " +
                          std::to_string(shared.size()) + " bytes of dynamic shared memory");
@@ -363,8 +364,7 @@ void Block::check_read(int thread, std::uint32_t address, const char* access, co
   }
   if (c.writer >= 0 && c.writer != thread && c.write_epoch == epoch) {
     fail_at(address, std::string(access) + " at " + where(site) + " (thread " + std::to_string(thread) +
-                         ") reads what thread " + std::to_string(c.writer) +
-                         " wrote with no __syncthreads in between");
+                         ") reads what thread " + std::to_string(c.writer) + " wrote with no __syncthreads in between");
   }
   if (c.read_epoch != epoch) {
     c.read_epoch = epoch;

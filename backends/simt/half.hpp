@@ -38,7 +38,7 @@ inline std::uint16_t float_to_half(float value) {
   std::memcpy(&x, &value, sizeof x);
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t magnitude = x & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // quiet NaN
+  if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // quiet NaN
   if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
   if (magnitude < 0x38800000u) {
     // Below 2^-14: a subnormal half on a grid of 2^-24, round to nearest even.

@@ -53,13 +53,12 @@ void launch_emulated(const gpu::FlashParams& params) {
 
 // One launcher per row of flash_tile_configs; false when no row matches.
 template <DType D, std::size_t... Row>
-bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v,
-                     std::index_sequence<Row...>) {
+bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v, std::index_sequence<Row...>) {
   using hip_flash::flash_tile_configs;
-  return ((flash_tile_configs[Row].head_dim_qk == head_dim_qk && flash_tile_configs[Row].head_dim_v == head_dim_v &&
-           (launch_emulated<D, flash_tile_configs[Row].head_dim_qk, flash_tile_configs[Row].head_dim_v>(params),
-            true)) ||
-          ...);
+  return (
+      (flash_tile_configs[Row].head_dim_qk == head_dim_qk && flash_tile_configs[Row].head_dim_v == head_dim_v &&
+       (launch_emulated<D, flash_tile_configs[Row].head_dim_qk, flash_tile_configs[Row].head_dim_v>(params), true)) ||
+      ...);
 }
 
 template <DType D>
@@ -85,8 +84,8 @@ void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int 
   }
   if (!launched) {
     raise(ErrorCategory::not_supported, "emulated HIP_FLASH has no kernel for " + std::string(dtype_name(dtype)) +
-                                            " with qk head dim " + std::to_string(head_dim_qk) +
-                                            " and v head dim " + std::to_string(head_dim_v));
+                                            " with qk head dim " + std::to_string(head_dim_qk) + " and v head dim " +
+                                            std::to_string(head_dim_v));
   }
 }
 

@@ -10,8 +10,7 @@ namespace mla::simt {
 
 bool hip_flash_emulated_built() { return false; }
 
-void launch_hip_flash_emulated(const gpu::FlashParams&, DType dtype, int head_dim_qk, int head_dim_v,
-                               AmdTarget) {
+void launch_hip_flash_emulated(const gpu::FlashParams&, DType dtype, int head_dim_qk, int head_dim_v, AmdTarget) {
   raise(ErrorCategory::not_supported,
         "emulated HIP_FLASH (" + std::string(dtype_name(dtype)) + ", " + std::to_string(head_dim_qk) + "/" +
             std::to_string(head_dim_v) +

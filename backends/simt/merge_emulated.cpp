@@ -8,15 +8,14 @@
 namespace mla::simt {
 
 void merge_attn_states_emulated(const MergeArgs& args) {
-  emulated::merge_kernel::merge_attn_states_with(
-      args, [](auto kernel, const emulated::merge_kernel::MergeLaunch& how,
-               const emulated::merge_kernel::MergeKernelParams& params) {
-        LaunchConfig config;
-        config.kernel = how.name;
-        config.grid.x = how.blocks;
-        config.block.x = how.threads;
-        launch(config, [&] { kernel(params); });
-      });
+  emulated::merge_kernel::merge_attn_states_with(args, [](auto kernel, const emulated::merge_kernel::MergeLaunch& how,
+                                                          const emulated::merge_kernel::MergeKernelParams& params) {
+    LaunchConfig config;
+    config.kernel = how.name;
+    config.grid.x = how.blocks;
+    config.block.x = how.threads;
+    launch(config, [&] { kernel(params); });
+  });
 }
 
 }  // namespace mla::simt

@@ -41,8 +41,7 @@ inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t address, cons
 template <class T>
 inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1,
                       const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
-  constexpr simt::Element element =
-      std::is_same_v<T, __nv_bfloat16> ? simt::Element::bfloat16 : simt::Element::float16;
+  constexpr simt::Element element = std::is_same_v<T, __nv_bfloat16> ? simt::Element::bfloat16 : simt::Element::float16;
   simt::mma_m16n8k16(element, d, a, b0, b1, {file, line});
 }
 

@@ -28,7 +28,9 @@ float to_float(Element element, std::uint16_t bits) {
 
 std::uint16_t low(std::uint32_t r) { return static_cast<std::uint16_t>(r & 0xffffu); }
 std::uint16_t high(std::uint32_t r) { return static_cast<std::uint16_t>(r >> 16); }
-std::uint32_t pack(std::uint16_t lo, std::uint16_t hi) { return static_cast<std::uint32_t>(lo) | (std::uint32_t{hi} << 16); }
+std::uint32_t pack(std::uint16_t lo, std::uint16_t hi) {
+  return static_cast<std::uint32_t>(lo) | (std::uint32_t{hi} << 16);
+}
 
 // ---- ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 ----
 // Lane 8m + r gives the address of row r of matrix m (16 bytes, 8 b16).
@@ -68,7 +70,8 @@ void ldmatrix_compute(Block& block, int first) {
     const int g = lane / 4;
     const int c = 2 * (lane % 4);
     for (int matrix = 0; matrix < head.matrices; ++matrix) {
-      out.regs[matrix] = head.trans ? pack(m[matrix][c][g], m[matrix][c + 1][g]) : pack(m[matrix][g][c], m[matrix][g][c + 1]);
+      out.regs[matrix] =
+          head.trans ? pack(m[matrix][c][g], m[matrix][c + 1][g]) : pack(m[matrix][g][c], m[matrix][g][c + 1]);
     }
   }
 }

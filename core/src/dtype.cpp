@@ -10,10 +10,14 @@ namespace mla {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::float32: return "float32";
-    case DType::float16: return "float16";
-    case DType::bfloat16: return "bfloat16";
-    case DType::float8_e4m3: return "float8_e4m3";
+    case DType::float32:
+      return "float32";
+    case DType::float16:
+      return "float16";
+    case DType::bfloat16:
+      return "bfloat16";
+    case DType::float8_e4m3:
+      return "float8_e4m3";
   }
   return "unknown";
 }
@@ -23,17 +27,20 @@ DType parse_dtype(std::string_view name) {
   if (name == "float16" || name == "fp16" || name == "half") return DType::float16;
   if (name == "bfloat16" || name == "bf16") return DType::bfloat16;
   if (name == "float8_e4m3" || name == "fp8" || name == "fp8_e4m3") return DType::float8_e4m3;
-  raise(ErrorCategory::invalid_argument,
-        "Unknown dtype: '" + std::string(name) + "'. Valid options are: float32 (fp32), float16 (fp16), "
-        "bfloat16 (bf16), float8_e4m3 (fp8)");
+  raise(ErrorCategory::invalid_argument, "Unknown dtype: '" + std::string(name) +
+                                             "'. Valid options are: float32 (fp32), float16 (fp16), "
+                                             "bfloat16 (bf16), float8_e4m3 (fp8)");
 }
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::float32: return 4;
+    case DType::float32:
+      return 4;
     case DType::float16:
-    case DType::bfloat16: return 2;
-    case DType::float8_e4m3: return 1;
+    case DType::bfloat16:
+      return 2;
+    case DType::float8_e4m3:
+      return 1;
   }
   return 0;
 }
@@ -51,7 +58,7 @@ std::uint16_t float_to_half_bits(float value) {
   if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
     // Scale into the subnormal grid (units of 2^-24) with round to nearest even.
     const float scaled = std::bit_cast<float>(abs) * 16777216.0f;  // * 2^24, exact
-    const float rounded = std::nearbyint(scaled);                     // default mode: ties to even
+    const float rounded = std::nearbyint(scaled);                  // default mode: ties to even
     return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(rounded));
   }
   // Normal: rebias the exponent and round the 13 dropped mantissa bits to nearest even.
@@ -84,16 +91,14 @@ std::uint16_t float_to_bf16_bits(float value) {
   return static_cast<std::uint16_t>((x + 0x7fffu + lsb) >> 16);
 }
 
-float bf16_bits_to_float(std::uint16_t bits) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
+float bf16_bits_to_float(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
 
 std::uint8_t float_to_fp8_e4m3_bits(float value) {
   if (std::isnan(value)) return 0x7f;
   const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
   float magnitude = std::fabs(value);
   if (magnitude >= 448.0f) return static_cast<std::uint8_t>(sign | 0x7e);  // saturate to 448
-  if (magnitude < 0.015625f) {  // below 2^-6: subnormal grid of 2^-9
+  if (magnitude < 0.015625f) {                                             // below 2^-6: subnormal grid of 2^-9
     const float units = std::nearbyint(magnitude * 512.0f);
     return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(units));
   }
@@ -127,30 +132,46 @@ float fp8_e4m3_bits_to_float(std::uint8_t bits) {
 
 float round_to_dtype(float value, DType dtype) {
   switch (dtype) {
-    case DType::float32: return value;
-    case DType::float16: return half_bits_to_float(float_to_half_bits(value));
-    case DType::bfloat16: return bf16_bits_to_float(float_to_bf16_bits(value));
-    case DType::float8_e4m3: return fp8_e4m3_bits_to_float(float_to_fp8_e4m3_bits(value));
+    case DType::float32:
+      return value;
+    case DType::float16:
+      return half_bits_to_float(float_to_half_bits(value));
+    case DType::bfloat16:
+      return bf16_bits_to_float(float_to_bf16_bits(value));
+    case DType::float8_e4m3:
+      return fp8_e4m3_bits_to_float(float_to_fp8_e4m3_bits(value));
   }
   return value;
 }
 
 float load_as_float(const void* data, DType dtype, std::int64_t index) {
   switch (dtype) {
-    case DType::float32: return static_cast<const float*>(data)[index];
-    case DType::float16: return half_bits_to_float(static_cast<const std::uint16_t*>(data)[index]);
-    case DType::bfloat16: return bf16_bits_to_float(static_cast<const std::uint16_t*>(data)[index]);
-    case DType::float8_e4m3: return fp8_e4m3_bits_to_float(static_cast<const std::uint8_t*>(data)[index]);
+    case DType::float32:
+      return static_cast<const float*>(data)[index];
+    case DType::float16:
+      return half_bits_to_float(static_cast<const std::uint16_t*>(data)[index]);
+    case DType::bfloat16:
+      return bf16_bits_to_float(static_cast<const std::uint16_t*>(data)[index]);
+    case DType::float8_e4m3:
+      return fp8_e4m3_bits_to_float(static_cast<const std::uint8_t*>(data)[index]);
   }
   return 0.0f;
 }
 
 void store_from_float(void* data, DType dtype, std::int64_t index, float value) {
   switch (dtype) {
-    case DType::float32: static_cast<float*>(data)[index] = value; return;
-    case DType::float16: static_cast<std::uint16_t*>(data)[index] = float_to_half_bits(value); return;
-    case DType::bfloat16: static_cast<std::uint16_t*>(data)[index] = float_to_bf16_bits(value); return;
-    case DType::float8_e4m3: static_cast<std::uint8_t*>(data)[index] = float_to_fp8_e4m3_bits(value); return;
+    case DType::float32:
+      static_cast<float*>(data)[index] = value;
+      return;
+    case DType::float16:
+      static_cast<std::uint16_t*>(data)[index] = float_to_half_bits(value);
+      return;
+    case DType::bfloat16:
+      static_cast<std::uint16_t*>(data)[index] = float_to_bf16_bits(value);
+      return;
+    case DType::float8_e4m3:
+      static_cast<std::uint8_t*>(data)[index] = float_to_fp8_e4m3_bits(value);
+      return;
   }
 }
 

@@ -23,7 +23,8 @@ class HostEvent final : public EventImpl {
   void wait() override {}
   double elapsed_ms_since(EventImpl& start) override {
     auto* begin = dynamic_cast<HostEvent*>(&start);
-    if (begin == nullptr) raise(ErrorCategory::invalid_argument, "Event::elapsed_ms between events of different queues");
+    if (begin == nullptr)
+      raise(ErrorCategory::invalid_argument, "Event::elapsed_ms between events of different queues");
     return std::chrono::duration<double, std::milli>(time_ - begin->time_).count();
   }
 
@@ -45,7 +46,8 @@ class HostQueue final : public QueueImpl {
     const std::size_t rounded = (bytes + host_alignment - 1) / host_alignment * host_alignment;
     void* ptr = std::aligned_alloc(host_alignment, rounded);
     if (ptr == nullptr) {
-      raise(ErrorCategory::device, fmt::format("host allocation of {} bytes ({} memory) failed", bytes, memory_kind_name(kind)));
+      raise(ErrorCategory::device,
+            fmt::format("host allocation of {} bytes ({} memory) failed", bytes, memory_kind_name(kind)));
     }
     return ptr;
   }

@@ -35,12 +35,18 @@ LogState& state() {
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
   switch (level) {
-    case LogLevel::trace: return spdlog::level::trace;
-    case LogLevel::debug: return spdlog::level::debug;
-    case LogLevel::info: return spdlog::level::info;
-    case LogLevel::warn: return spdlog::level::warn;
-    case LogLevel::error: return spdlog::level::err;
-    case LogLevel::off: return spdlog::level::off;
+    case LogLevel::trace:
+      return spdlog::level::trace;
+    case LogLevel::debug:
+      return spdlog::level::debug;
+    case LogLevel::info:
+      return spdlog::level::info;
+    case LogLevel::warn:
+      return spdlog::level::warn;
+    case LogLevel::error:
+      return spdlog::level::err;
+    case LogLevel::off:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -49,18 +55,25 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 
 std::string_view log_level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::trace: return "trace";
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
-    case LogLevel::off: return "off";
+    case LogLevel::trace:
+      return "trace";
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
+    case LogLevel::off:
+      return "off";
   }
   return "info";
 }
 
 LogLevel parse_log_level(std::string_view name) {
-  for (LogLevel level : {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error, LogLevel::off}) {
+  for (LogLevel level :
+       {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error, LogLevel::off}) {
     if (name == log_level_name(level)) return level;
   }
   raise(ErrorCategory::config,

@@ -1,7 +1,7 @@
 #include "mla/problem.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "mla/error.hpp"
 
@@ -13,7 +13,8 @@ std::vector<std::int32_t> cumulative(const std::vector<int>& lengths, const char
   std::vector<std::int32_t> cu(lengths.size() + 1, 0);
   std::int64_t total = 0;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
-    if (lengths[i] < 0) raise(ErrorCategory::invalid_argument, fmt::format("{}: negative length {} at {}", what, lengths[i], i));
+    if (lengths[i] < 0)
+      raise(ErrorCategory::invalid_argument, fmt::format("{}: negative length {} at {}", what, lengths[i], i));
     total += lengths[i];
     if (total > INT32_MAX) raise(ErrorCategory::invalid_argument, fmt::format("{}: total length exceeds int32", what));
     cu[i + 1] = static_cast<std::int32_t>(total);
@@ -29,7 +30,8 @@ int max_seqlen(const std::vector<std::int32_t>& cu) {
   return longest;
 }
 
-PrefillMetadata PrefillMetadata::from_lengths(const std::vector<int>& q_lens, const std::vector<int>& k_lens, bool causal) {
+PrefillMetadata PrefillMetadata::from_lengths(const std::vector<int>& q_lens, const std::vector<int>& k_lens,
+                                              bool causal) {
   if (q_lens.size() != k_lens.size()) {
     raise(ErrorCategory::invalid_argument,
           fmt::format("query and key lengths describe different batch sizes ({} vs {})", q_lens.size(), k_lens.size()));
@@ -45,8 +47,8 @@ PrefillMetadata PrefillMetadata::from_lengths(const std::vector<int>& q_lens, co
 
 void PrefillMetadata::add_chunk(const std::vector<int>& chunk_k_lens) {
   if (static_cast<int>(chunk_k_lens.size()) != batch_size()) {
-    raise(ErrorCategory::invalid_argument, fmt::format("context chunk has {} sequences, the batch has {}",
-                                                       chunk_k_lens.size(), batch_size()));
+    raise(ErrorCategory::invalid_argument,
+          fmt::format("context chunk has {} sequences, the batch has {}", chunk_k_lens.size(), batch_size()));
   }
   Chunk chunk;
   chunk.cu_seqlens_k = cumulative(chunk_k_lens, "context chunk lengths");
@@ -55,8 +57,10 @@ void PrefillMetadata::add_chunk(const std::vector<int>& chunk_k_lens) {
 }
 
 void check_cu_seqlens(const std::vector<std::int32_t>& cu, const char* what, std::int64_t total) {
-  if (cu.empty()) raise(ErrorCategory::invalid_argument, fmt::format("{}: needs at least one entry (B+1 values)", what));
-  if (cu.front() != 0) raise(ErrorCategory::invalid_argument, fmt::format("{}: must start at 0, starts at {}", what, cu.front()));
+  if (cu.empty())
+    raise(ErrorCategory::invalid_argument, fmt::format("{}: needs at least one entry (B+1 values)", what));
+  if (cu.front() != 0)
+    raise(ErrorCategory::invalid_argument, fmt::format("{}: must start at 0, starts at {}", what, cu.front()));
   for (std::size_t i = 1; i < cu.size(); ++i) {
     if (cu[i] < cu[i - 1]) {
       raise(ErrorCategory::invalid_argument,
@@ -78,7 +82,8 @@ void check_metadata(const PrefillMetadata& metadata) {
   }
   // Causal rows with more queries than keys are allowed: with the bottom-right
   // aligned mask their first queries see no key and give 0 / -inf (docs/contract.md §2).
-  if (metadata.max_seqlen_q < max_seqlen(metadata.cu_seqlens_q) || metadata.max_seqlen_k < max_seqlen(metadata.cu_seqlens_k)) {
+  if (metadata.max_seqlen_q < max_seqlen(metadata.cu_seqlens_q) ||
+      metadata.max_seqlen_k < max_seqlen(metadata.cu_seqlens_k)) {
     raise(ErrorCategory::invalid_argument,
           fmt::format("max_seqlen_q/k ({}, {}) are smaller than the longest sequences ({}, {})", metadata.max_seqlen_q,
                       metadata.max_seqlen_k, max_seqlen(metadata.cu_seqlens_q), max_seqlen(metadata.cu_seqlens_k)));

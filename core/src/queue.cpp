@@ -11,9 +11,12 @@ namespace mla {
 
 std::string_view device_backend_name(DeviceBackend backend) {
   switch (backend) {
-    case DeviceBackend::host: return "host";
-    case DeviceBackend::cuda: return "cuda";
-    case DeviceBackend::hip: return "hip";
+    case DeviceBackend::host:
+      return "host";
+    case DeviceBackend::cuda:
+      return "cuda";
+    case DeviceBackend::hip:
+      return "hip";
   }
   return "unknown";
 }
@@ -73,7 +76,8 @@ void Queue::memcpy(void* dst, const void* src, std::size_t bytes) {
 
 void Queue::memset(void* dst, int value, std::size_t bytes) {
   if (bytes == 0) return;
-  if (dst == nullptr) raise(ErrorCategory::invalid_argument, fmt::format("Queue::memset of {} bytes with a null pointer", bytes));
+  if (dst == nullptr)
+    raise(ErrorCategory::invalid_argument, fmt::format("Queue::memset of {} bytes with a null pointer", bytes));
   checked(impl_)->memset(dst, value, bytes);
 }
 
@@ -88,7 +92,8 @@ std::string Queue::describe() const {
 }
 
 double Event::elapsed_ms(const Event& start, const Event& end) {
-  if (!start.impl_ || !end.impl_) raise(ErrorCategory::invalid_argument, "Event::elapsed_ms on an event that was never recorded");
+  if (!start.impl_ || !end.impl_)
+    raise(ErrorCategory::invalid_argument, "Event::elapsed_ms on an event that was never recorded");
   return end.impl_->elapsed_ms_since(*start.impl_);
 }
 

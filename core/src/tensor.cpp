@@ -8,9 +8,12 @@ namespace mla {
 
 std::string_view memory_kind_name(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::host: return "host";
-    case MemoryKind::device: return "device";
-    case MemoryKind::shared: return "shared";
+    case MemoryKind::host:
+      return "host";
+    case MemoryKind::device:
+      return "device";
+    case MemoryKind::shared:
+      return "shared";
   }
   return "unknown";
 }
@@ -18,7 +21,8 @@ std::string_view memory_kind_name(MemoryKind kind) {
 TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                                   MemoryKind memory) {
   if (shape.size() > static_cast<std::size_t>(max_rank)) {
-    raise(ErrorCategory::invalid_argument, fmt::format("tensor rank {} exceeds the maximum of {}", shape.size(), max_rank));
+    raise(ErrorCategory::invalid_argument,
+          fmt::format("tensor rank {} exceeds the maximum of {}", shape.size(), max_rank));
   }
   TensorView view;
   view.data = data;
@@ -68,7 +72,8 @@ std::string TensorView::describe() const {
 void check_tensor(const TensorView& view, const char* what, DType dtype, std::initializer_list<std::int64_t> shape) {
   std::string expected;
   int i = 0;
-  for (std::int64_t extent : shape) expected += fmt::format("{}{}", i++ ? ", " : "", extent < 0 ? std::string("*") : std::to_string(extent));
+  for (std::int64_t extent : shape)
+    expected += fmt::format("{}{}", i++ ? ", " : "", extent < 0 ? std::string("*") : std::to_string(extent));
   const auto fail = [&](const std::string& why) {
     raise(ErrorCategory::invalid_argument,
           fmt::format("{}: {} (expected {}[{}], got {})", what, why, dtype_name(dtype), expected,
@@ -78,7 +83,8 @@ void check_tensor(const TensorView& view, const char* what, DType dtype, std::in
   if (view.dtype != dtype) fail("wrong dtype");
   int d = 0;
   for (std::int64_t extent : shape) {
-    if (extent >= 0 && view.shape[static_cast<std::size_t>(d)] != extent) fail(fmt::format("wrong size of dimension {}", d));
+    if (extent >= 0 && view.shape[static_cast<std::size_t>(d)] != extent)
+      fail(fmt::format("wrong size of dimension {}", d));
     ++d;
   }
   if (view.data == nullptr && view.numel() > 0) fail("null data pointer");

@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "mla/error.hpp"
 #include "mla/detail/vendor_devices.hpp"
+#include "mla/error.hpp"
 
 namespace mla {
 namespace {

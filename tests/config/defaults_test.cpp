@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "mla/platform.hpp"
 #include "mla/config.hpp"
 #include "mla/error.hpp"
+#include "mla/platform.hpp"
 
 namespace mla {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "config/scoped_env.hpp"
-#include "mla/platform.hpp"
 #include "mla/config.hpp"
 #include "mla/error.hpp"
+#include "mla/platform.hpp"
 
 namespace mla {
 namespace {

@@ -9,9 +9,9 @@
 #if defined(MLA_CONFORMANCE_EMULATED)
 #include <cstdio>
 
+#include "mla/platform.hpp"
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"
-#include "mla/platform.hpp"
 #endif
 
 #ifndef MLA_CONFORMANCE_BACKEND

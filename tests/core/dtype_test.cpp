@@ -37,11 +37,11 @@ TEST(DType, HalfKnownValues) {
   EXPECT_EQ(mla::float_to_half_bits(1.0f), 0x3c00);
   EXPECT_EQ(mla::float_to_half_bits(-2.0f), 0xc000);
   EXPECT_EQ(mla::float_to_half_bits(65504.0f), 0x7bff);
-  EXPECT_EQ(mla::float_to_half_bits(65520.0f), 0x7c00);  // rounds to infinity
-  EXPECT_EQ(mla::float_to_half_bits(5.9604644775390625e-08f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(mla::float_to_half_bits(65520.0f), 0x7c00);                  // rounds to infinity
+  EXPECT_EQ(mla::float_to_half_bits(5.9604644775390625e-08f), 0x0001);   // smallest subnormal
   EXPECT_EQ(mla::float_to_half_bits(2.98023223876953125e-08f), 0x0000);  // half of it: tie to even (0)
-  EXPECT_EQ(mla::float_to_half_bits(1.0f + 1.0f / 2048.0f), 0x3c00);    // tie between 1 and 1+2^-10: even
-  EXPECT_EQ(mla::float_to_half_bits(1.0f + 3.0f / 2048.0f), 0x3c02);    // tie: rounds up to even
+  EXPECT_EQ(mla::float_to_half_bits(1.0f + 1.0f / 2048.0f), 0x3c00);     // tie between 1 and 1+2^-10: even
+  EXPECT_EQ(mla::float_to_half_bits(1.0f + 3.0f / 2048.0f), 0x3c02);     // tie: rounds up to even
   EXPECT_TRUE(std::isnan(mla::half_bits_to_float(mla::float_to_half_bits(std::nanf("")))));
   EXPECT_TRUE(std::isinf(mla::half_bits_to_float(0x7c00)));
 }
@@ -71,7 +71,7 @@ TEST(DType, Bf16RoundsToNearestEven) {
 TEST(DType, Fp8E4m3KnownValuesAndSaturation) {
   EXPECT_EQ(mla::float_to_fp8_e4m3_bits(1.0f), 0x38);
   EXPECT_EQ(mla::float_to_fp8_e4m3_bits(448.0f), 0x7e);
-  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(1e6f), 0x7e);     // saturates, no infinity in e4m3fn
+  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(1e6f), 0x7e);  // saturates, no infinity in e4m3fn
   EXPECT_EQ(mla::float_to_fp8_e4m3_bits(-1e6f), 0xfe);
   EXPECT_EQ(mla::float_to_fp8_e4m3_bits(std::numeric_limits<float>::infinity()), 0x7e);
   EXPECT_EQ(mla::float_to_fp8_e4m3_bits(0.001953125f), 0x01);  // 2^-9, smallest subnormal

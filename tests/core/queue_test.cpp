@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "mla/platform.hpp"
 #include "mla/error.hpp"
+#include "mla/platform.hpp"
 #include "mla/queue.hpp"
 
 namespace {

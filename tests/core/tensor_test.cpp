@@ -44,14 +44,23 @@ TEST(TensorView, CheckTensorNamesWhatIsWrong) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message_of([&] { mla::check_tensor(v, "q", DType::bfloat16, {2, 3, 4}); }).find("q: wrong dtype"),
+  EXPECT_NE(message_of([&] {
+              mla::check_tensor(v, "q", DType::bfloat16, {2, 3, 4});
+            }).find("q: wrong dtype"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { mla::check_tensor(v, "k", DType::float32, {2, 5, 4}); }).find("k: wrong size of dimension 1"),
+  EXPECT_NE(message_of([&] {
+              mla::check_tensor(v, "k", DType::float32, {2, 5, 4});
+            }).find("k: wrong size of dimension 1"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { mla::check_tensor(v, "v", DType::float32, {2, 3}); }).find("v: wrong rank"), std::string::npos);
+  EXPECT_NE(message_of([&] {
+              mla::check_tensor(v, "v", DType::float32, {2, 3});
+            }).find("v: wrong rank"),
+            std::string::npos);
   TensorView null_view = v;
   null_view.data = nullptr;
-  EXPECT_NE(message_of([&] { mla::check_tensor(null_view, "out", DType::float32, {2, 3, 4}); }).find("null data"),
+  EXPECT_NE(message_of([&] {
+              mla::check_tensor(null_view, "out", DType::float32, {2, 3, 4});
+            }).find("null data"),
             std::string::npos);
 }
 

@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <random>
 
-#include "gpu_test_support.hpp"
 #include "builtin_entries.hpp"
+#include "gpu_test_support.hpp"
 #if defined(MLA_TEST_EMULATED_CUDA)
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"

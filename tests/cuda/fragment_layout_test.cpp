@@ -197,8 +197,7 @@ void check_warp_products(std::uint32_t seed) {
             s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)] / 64.0f;
         s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)] = value;
         p[static_cast<std::size_t>(layout::acc_row(lane, e))]
-         [static_cast<std::size_t>(j * 8 + layout::acc_col(lane, e))] =
-             gpu::bf16_to_float(gpu::float_to_bf16(value));
+         [static_cast<std::size_t>(j * 8 + layout::acc_col(lane, e))] = gpu::bf16_to_float(gpu::float_to_bf16(value));
       }
     }
   }

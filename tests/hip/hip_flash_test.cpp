@@ -98,7 +98,8 @@ TEST(HipFlashBackend, RefusesOperandsItCannotLoad) {
   UsmBuffer wide = UsmBuffer::device(queue, static_cast<std::size_t>(5 * 2 * h * dqk) * dtype_size(params.dtype));
   strided_dim.data = wide.get();
   strided_dim.shape[0] = 5;
-  const Error not_contiguous = raised_by([&] { (void)backend->run_new_tokens(queue, strided_dim, k.view, v.view, true); });
+  const Error not_contiguous =
+      raised_by([&] { (void)backend->run_new_tokens(queue, strided_dim, k.view, v.view, true); });
   EXPECT_EQ(not_contiguous.category(), ErrorCategory::invalid_argument);
   EXPECT_NE(std::string(not_contiguous.what()).find("contiguous in its last dim"), std::string::npos)
       << not_contiguous.what();

@@ -19,15 +19,17 @@ bool gpu_required() {
 }
 
 // Skips (or fails under MLA_REQUIRE_GPU=1) unless an AMD GPU is usable.
-#define MLA_REQUIRE_HIP_DEVICE()                                                              \
-  do {                                                                                        \
-    std::string missing;                                                                      \
-    if (!device_backend_built(DeviceBackend::hip)) missing = "this build has no HIP support"; \
-    else if (detect_devices().empty()) missing = "no AMD GPU detected";                       \
-    if (!missing.empty()) {                                                                   \
-      if (gpu_required()) FAIL() << missing << " (MLA_REQUIRE_GPU=1)";                        \
-      GTEST_SKIP() << missing;                                                                \
-    }                                                                                         \
+#define MLA_REQUIRE_HIP_DEVICE()                                       \
+  do {                                                                 \
+    std::string missing;                                               \
+    if (!device_backend_built(DeviceBackend::hip))                     \
+      missing = "this build has no HIP support";                       \
+    else if (detect_devices().empty())                                 \
+      missing = "no AMD GPU detected";                                 \
+    if (!missing.empty()) {                                            \
+      if (gpu_required()) FAIL() << missing << " (MLA_REQUIRE_GPU=1)"; \
+      GTEST_SKIP() << missing;                                         \
+    }                                                                  \
   } while (false)
 
 TEST(HipRuntime, DetectionNeverThrows) {

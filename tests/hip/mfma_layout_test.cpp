@@ -39,7 +39,8 @@ void emulate_32x32x8(Accumulators& acc, const Operands& a, const Operands& b) {
   for (int lane = 0; lane < wave_size; ++lane) {
     for (int r = 0; r < accumulators; ++r) {
       float sum = 0.0f;
-      for (int k = 0; k < mfma::k_step; ++k) sum += a_matrix[mfma::acc_row(lane, r)][k] * b_matrix[k][mfma::acc_col(lane)];
+      for (int k = 0; k < mfma::k_step; ++k)
+        sum += a_matrix[mfma::acc_row(lane, r)][k] * b_matrix[k][mfma::acc_col(lane)];
       acc[lane][r] += sum;
     }
   }
@@ -153,7 +154,8 @@ TEST(MfmaLayout, TransposedProductsOfOneKeyTile) {
           }
           expected += score * v[static_cast<std::size_t>(key * dv + dim)];
         }
-        ASSERT_EQ(o[static_cast<std::size_t>(t)][lane][r], expected) << "tile " << t << " lane " << lane << " register " << r;
+        ASSERT_EQ(o[static_cast<std::size_t>(t)][lane][r], expected)
+            << "tile " << t << " lane " << lane << " register " << r;
       }
     }
   }
@@ -168,7 +170,8 @@ TEST(MfmaLayout, NarrowBf16ProductsSumToTheWideOne) {
   Operands a{}, b{};
   for (int lane = 0; lane < wave_size; ++lane) {
     for (int e = 0; e < operand_values; ++e) {
-      a[lane][e] = a_matrix[static_cast<std::size_t>(mfma::operand_row(lane) * mfma::k_step + mfma::operand_k(lane, e))];
+      a[lane][e] =
+          a_matrix[static_cast<std::size_t>(mfma::operand_row(lane) * mfma::k_step + mfma::operand_k(lane, e))];
       b[lane][e] = b_matrix[static_cast<std::size_t>(mfma::operand_k(lane, e) * tile + mfma::operand_row(lane))];
     }
   }

@@ -25,7 +25,8 @@ const auto* const application_kokkos = ::testing::AddGlobalTestEnvironment(new A
 TEST(KokkosInitByApp, LibraryUsesTheApplicationsKokkos) {
   ASSERT_NE(application_kokkos, nullptr);
   ASSERT_TRUE(Kokkos::is_initialized());
-  EXPECT_TRUE(kokkos_matches_reference(kokkos_params({128, 64, 128}, 3, DType::float16), {100, 0, 31}, {100, 0, 31}, 21));
+  EXPECT_TRUE(
+      kokkos_matches_reference(kokkos_params({128, 64, 128}, 3, DType::float16), {100, 0, 31}, {100, 0, 31}, 21));
   EXPECT_TRUE(Kokkos::is_initialized());
   EXPECT_FALSE(kokkos::initialized_by_library());
 }

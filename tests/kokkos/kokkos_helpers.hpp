@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "conformance/test_tensors.hpp"
 #include "builtin_entries.hpp"
+#include "conformance/test_tensors.hpp"
 
 namespace mla::testing {
 

@@ -21,11 +21,32 @@ std::uint32_t bits_of(float value) {
 
 // Random floats over every exponent, plus the edge cases of each format.
 std::vector<float> probe_values() {
-  std::vector<float> values{0.0f,       -0.0f,    1.0f,        -1.0f,       65504.0f,      65519.0f,   65520.0f,
-                            -65520.0f,  6.1e-5f,  5.96e-8f,    2.98e-8f,    2.99e-8f,      1e-10f,     448.0f,
-                            464.0f,     -449.0f,  0.015625f,   0.0146484375f, 0.001953125f, 0.0009765625f,
-                            240.0f,     1e30f,    -1e30f,      std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min()};
+  std::vector<float> values{0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            65504.0f,
+                            65519.0f,
+                            65520.0f,
+                            -65520.0f,
+                            6.1e-5f,
+                            5.96e-8f,
+                            2.98e-8f,
+                            2.99e-8f,
+                            1e-10f,
+                            448.0f,
+                            464.0f,
+                            -449.0f,
+                            0.015625f,
+                            0.0146484375f,
+                            0.001953125f,
+                            0.0009765625f,
+                            240.0f,
+                            1e30f,
+                            -1e30f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::denorm_min()};
   std::mt19937 rng(7);
   std::uniform_int_distribution<std::uint32_t> any_bits;
   for (int i = 0; i < 200000; ++i) {

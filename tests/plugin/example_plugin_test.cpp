@@ -4,8 +4,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "plugin_support.hpp"
 #include "mla/platform.hpp"
+#include "plugin_support.hpp"
 
 namespace mla::plugin_test {
 namespace {

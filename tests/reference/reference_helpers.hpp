@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "conformance/test_tensors.hpp"
 #include "builtin_entries.hpp"
+#include "conformance/test_tensors.hpp"
 #include "mla/detail/queue_impl.hpp"
 
 namespace mla::testing {

@@ -1,7 +1,7 @@
 // validate() and to_string(SelectorConfig): docs/contract.md §8 order and wording,
 // and the REFERENCE entry's description.
-#include "reference/reference_helpers.hpp"
 #include "mla/platform.hpp"
+#include "reference/reference_helpers.hpp"
 
 namespace mla::testing {
 namespace {

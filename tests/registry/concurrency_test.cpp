@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "mla/platform.hpp"
 #include "mla/error.hpp"
 #include "mla/log.hpp"
+#include "mla/platform.hpp"
 #include "mla/registry.hpp"
 #include "mla/selector.hpp"
 #include "registry/fake_backend.hpp"

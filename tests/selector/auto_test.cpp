@@ -1,7 +1,7 @@
 // Auto-selection: the platform's priority list, first valid wins, and the
 // error that lists every reason when none is (docs/contract.md §10, steps 3 and 4).
-#include "selector/selector_fixture.hpp"
 #include "mla/platform.hpp"
+#include "selector/selector_fixture.hpp"
 
 namespace mla::test {
 namespace {
@@ -123,8 +123,8 @@ TEST_F(SelectorTest, OverridesFromTheConfigurationUseNamedFactories) {
 }
 
 TEST_F(SelectorTest, OverrideNamingNoFactoryFails) {
-  const std::string message = error_message(
-      [&] { configure(config_from("overrides: {KOKKOS: NOT_LOADED}\n")); }, ErrorCategory::config);
+  const std::string message =
+      error_message([&] { configure(config_from("overrides: {KOKKOS: NOT_LOADED}\n")); }, ErrorCategory::config);
   EXPECT_NE(message.find("NOT_LOADED"), std::string::npos) << message;
   EXPECT_NE(message.find("Known factories: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH"), std::string::npos) << message;
 }

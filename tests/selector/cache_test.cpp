@@ -126,9 +126,9 @@ TEST_F(SelectorTest, ConfigureRefusesAnUnknownFactoryAndChangesNoRegistry) {
   const std::string cuda_before = mla_prefill_registry().resolve(MlaPrefillBackendKind::CUDA_FLASH).description.name;
   // CUDA_FLASH comes first in member-name order and names a real factory; the
   // bad KOKKOS override after it must keep it from being bound too.
-  const std::string message = error_message(
-      [&] { configure(config_from("overrides: {CUDA_FLASH: REFERENCE, KOKKOS: NOT_LOADED}\n")); },
-      ErrorCategory::config);
+  const std::string message =
+      error_message([&] { configure(config_from("overrides: {CUDA_FLASH: REFERENCE, KOKKOS: NOT_LOADED}\n")); },
+                    ErrorCategory::config);
   EXPECT_NE(message.find("Override KOKKOS: NOT_LOADED names no registered factory"), std::string::npos) << message;
   EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).description.name, "KOKKOS");
   EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::CUDA_FLASH).description.name, cuda_before);

@@ -1,8 +1,8 @@
 // Selector::report(): what the `mla-prefill backends` command prints.
 #include <algorithm>
 
-#include "selector/selector_fixture.hpp"
 #include "mla/platform.hpp"
+#include "selector/selector_fixture.hpp"
 
 namespace mla::test {
 namespace {

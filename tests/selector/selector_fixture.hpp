@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "mla/platform.hpp"
 #include "mla/error.hpp"
 #include "mla/log.hpp"
+#include "mla/platform.hpp"
 #include "mla/selector.hpp"
 #include "registry/fake_backend.hpp"
 

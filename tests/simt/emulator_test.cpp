@@ -265,10 +265,9 @@ TEST_P(Schedules, MmaComputesTheProductOfThePtxFragments) {
                          const auto two = [](float lo, float hi) {
                            return static_cast<std::uint32_t>(bf16(lo)) | (static_cast<std::uint32_t>(bf16(hi)) << 16);
                          };
-                         const std::uint32_t fa[4] = {two(a[g][2 * t], a[g][2 * t + 1]),
-                                                      two(a[g + 8][2 * t], a[g + 8][2 * t + 1]),
-                                                      two(a[g][2 * t + 8], a[g][2 * t + 9]),
-                                                      two(a[g + 8][2 * t + 8], a[g + 8][2 * t + 9])};
+                         const std::uint32_t fa[4] = {
+                             two(a[g][2 * t], a[g][2 * t + 1]), two(a[g + 8][2 * t], a[g + 8][2 * t + 1]),
+                             two(a[g][2 * t + 8], a[g][2 * t + 9]), two(a[g + 8][2 * t + 8], a[g + 8][2 * t + 9])};
                          float acc[4] = {c[g][2 * t], c[g][2 * t + 1], c[g + 8][2 * t], c[g + 8][2 * t + 1]};
                          sm80::mma_16816<__nv_bfloat16>(acc, fa, two(b[2 * t][g], b[2 * t + 1][g]),
                                                         two(b[2 * t + 8][g], b[2 * t + 9][g]));
@@ -314,7 +313,8 @@ TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
   for (int i = 0; i < 32; ++i) {
     for (int j = 0; j < 32; ++j) {
       double want = 0.0;
-      for (int k = 0; k < 8; ++k) want += static_cast<double>(a[static_cast<std::size_t>(i * 8 + k)]) * b[static_cast<std::size_t>(k * 32 + j)];
+      for (int k = 0; k < 8; ++k)
+        want += static_cast<double>(a[static_cast<std::size_t>(i * 8 + k)]) * b[static_cast<std::size_t>(k * 32 + j)];
       EXPECT_NEAR(d[static_cast<std::size_t>(i * 32 + j)], want, 1e-5) << i << "," << j;
     }
   }
@@ -336,8 +336,7 @@ TEST(Emulator, CountsWhatItChecked) {
   EXPECT_NE(describe(stats).find("hazard checks"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Both, Schedules, ::testing::Values(Schedule::forward, Schedule::reverse),
-                         schedule_name);
+INSTANTIATE_TEST_SUITE_P(Both, Schedules, ::testing::Values(Schedule::forward, Schedule::reverse), schedule_name);
 
 }  // namespace
 }  // namespace mla::simt

@@ -51,7 +51,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) { return describ
 void PrintTo(const Case& c, std::ostream* os) { *os << describe_case(c); }
 
 // The kernels exist only where a clang 15 or newer compiled them.
-#define SKIP_UNLESS_BUILT()                                                             \
+#define SKIP_UNLESS_BUILT() \
   if (!hip_flash_emulated_built()) GTEST_SKIP() << "emulated HIP_FLASH was not built"
 
 std::uint16_t to_bits(DType dtype, float value) {
@@ -136,8 +136,8 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   launch_hip_flash_emulated(p, tc.dtype, dqk, dv, tc.target);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const Statistics stats = statistics();
-  std::printf("[ timing   ] %s: %.3f s per launch, %zu work items x %d heads; %s\n",
-              describe_case(tc).c_str(), seconds, work.size(), heads, describe(stats).c_str());
+  std::printf("[ timing   ] %s: %.3f s per launch, %zu work items x %d heads; %s\n", describe_case(tc).c_str(), seconds,
+              work.size(), heads, describe(stats).c_str());
   EXPECT_EQ(stats.launches, 1u);
   EXPECT_EQ(stats.blocks, work.size() * heads);
 
@@ -224,7 +224,8 @@ std::vector<Case> all_cases() {
       // gfx908 differs from gfx90a only in its bf16 product (two 32x32x4 halves).
       for (const AmdTarget target : {AmdTarget::gfx90a, AmdTarget::gfx908}) {
         if (target == AmdTarget::gfx908 && dtype != DType::bfloat16) continue;
-        for (const bool causal : {true, false}) cases.push_back({tile.head_dim_qk, tile.head_dim_v, dtype, target, causal});
+        for (const bool causal : {true, false})
+          cases.push_back({tile.head_dim_qk, tile.head_dim_v, dtype, target, causal});
       }
     }
   }

@@ -198,7 +198,6 @@ TEST(ToolBench, RejectsNonPositiveRepeats) {
   expect_one_error_line(run_tool({"bench", "--repeats", "0"}), {"--repeats must be at least 1, got 0"});
 }
 
-
 TEST(ToolBench, ShapeFromTheOptions) {
   const ToolResult result = run_tool({"bench", "--backend", "REFERENCE", "--repeats", "1", "--heads", "2", "--dims",
                                       "16,8,32", "--dtype", "fp32", "--lengths", "5,0,3", "--context", "2,1,0"});

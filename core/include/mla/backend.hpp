@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "mla/device.hpp"
 #include "mla/dims.hpp"
 #include "mla/dtype.hpp"
-#include "mla/device.hpp"
 #include "mla/problem.hpp"
 #include "mla/queue.hpp"
 #include "mla/tensor.hpp"
@@ -40,11 +40,11 @@ struct Availability {
 
 // Everything the selector needs to know about a backend without building one.
 struct BackendDescription {
-  std::string name;                                  // "REFERENCE", "CUDA_FLASH", ...
+  std::string name;  // "REFERENCE", "CUDA_FLASH", ...
   std::vector<DType> dtypes{DType::float16, DType::bfloat16};
-  std::vector<MlaDims> dims;                         // empty: any dims
+  std::vector<MlaDims> dims;                                         // empty: any dims
   std::function<bool(const DeviceCapability&)> supports_capability;  // empty: any
-  std::function<Availability()> availability;        // empty: always available
+  std::function<Availability()> availability;                        // empty: always available
   // Whether this build carries code for a device the backend otherwise
   // supports, e.g. a HIP build without a code object for the device's gfx
   // arch. validate() asks only when the capability and `availability` pass,
@@ -87,12 +87,12 @@ struct AttentionResult {
 
 // Arguments of merge_attn_states (docs/contract.md §3).
 struct MergeArgs {
-  TensorView prefix_out;  // [N, H, V]
-  TensorView prefix_lse;  // [H, N] float32
-  TensorView suffix_out;  // [N, H, V]
-  TensorView suffix_lse;  // [H, N] float32
-  TensorView out;         // [N, H, V]; float8_e4m3 allowed with out_scale
-  TensorView out_lse;     // [H, N] float32, optional (empty view: not written)
+  TensorView prefix_out;                                    // [N, H, V]
+  TensorView prefix_lse;                                    // [H, N] float32
+  TensorView suffix_out;                                    // [N, H, V]
+  TensorView suffix_lse;                                    // [H, N] float32
+  TensorView out;                                           // [N, H, V]; float8_e4m3 allowed with out_scale
+  TensorView out_lse;                                       // [H, N] float32, optional (empty view: not written)
   std::optional<std::int64_t> prefill_tokens_with_context;  // tokens >= T copy the suffix
   std::optional<float> out_scale;                           // required for fp8 output
 };
@@ -122,15 +122,14 @@ class PrefillBackend {
   const PrefillMetadata& metadata() const;
 
   // Causal (metadata.causal) varlen attention of the new tokens.
-  virtual AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
-                                         const TensorView& v, bool return_lse,
-                                         std::optional<TensorView> out = std::nullopt,
+  virtual AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
+                                         bool return_lse, std::optional<TensorView> out = std::nullopt,
                                          std::optional<float> out_scale = std::nullopt) = 0;
 
   // Non-causal attention of every query against context chunk `chunk_index`;
   // always returns the LSE. Rows whose sequence has no keys: 0 and -inf.
-  virtual AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
-                                            const TensorView& k, const TensorView& v) = 0;
+  virtual AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
+                                            const TensorView& v) = 0;
 
   // Joins two partial attentions (docs/contract.md §3).
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
@@ -153,8 +152,8 @@ class PrefillBackend {
   void check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
                         const TensorView& v) const;
   // Allocates out (dtype of q, or fp8 when out_scale) and lse on `queue` as needed.
-  AttentionResult allocate_result(Queue& queue, std::int64_t num_q, bool return_lse,
-                                  std::optional<TensorView> out, DType out_dtype) const;
+  AttentionResult allocate_result(Queue& queue, std::int64_t num_q, bool return_lse, std::optional<TensorView> out,
+                                  DType out_dtype) const;
 
  private:
   BackendParams params_;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "mla/log.hpp"
 #include "mla/device.hpp"
+#include "mla/log.hpp"
 
 namespace mla {
 
@@ -35,15 +35,15 @@ struct PriorityRule {
 struct Config {
   std::string backend = "auto";  // "auto" or a member name
   ConfigOrigin backend_origin{"built-in defaults"};
-  std::string default_backend = "REFERENCE";  // used when the capability is unknown
-  std::vector<PriorityRule> priorities;       // first matching rule wins
+  std::string default_backend = "REFERENCE";     // used when the capability is unknown
+  std::vector<PriorityRule> priorities;          // first matching rule wins
   std::map<std::string, std::string> overrides;  // member -> named factory
-  std::vector<std::string> plugins;           // shared libraries, absolute or relative to the YAML, or
-                                              // starting with ${MLA_PLUGIN_DIR}; then $MLA_PLUGINS' entries
+  std::vector<std::string> plugins;              // shared libraries, absolute or relative to the YAML, or
+                                                 // starting with ${MLA_PLUGIN_DIR}; then $MLA_PLUGINS' entries
   // logging.level; unset leaves the process level alone (set_log_level, info
   // by default). configure() applies it.
   std::optional<LogLevel> log_level;
-  std::vector<std::string> sources;           // what was layered, lowest first
+  std::vector<std::string> sources;  // what was layered, lowest first
 
   // configs/default.yaml as compiled into the library.
   static Config builtin_defaults();

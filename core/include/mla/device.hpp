@@ -20,14 +20,14 @@ struct DeviceCapability {
   Vendor vendor = Vendor::host;
   int major = 0;  // NVIDIA: compute capability; AMD: from the gfx name (docs/contract.md §11)
   int minor = 0;
-  bool capability_known = true;      // false when a GPU's arch could not be read
-  std::string arch = "host";         // "sm_90", "gfx90a", "host"
-  std::string name = "host";         // marketing name from the runtime, or "simulated ..."
-  int multiprocessors = 0;           // SMs or CUs
-  int warp_size = 1;                 // 32 on NVIDIA, 64 on gfx9, 32 on gfx1x
-  std::uint64_t memory_bytes = 0;    // global memory
+  bool capability_known = true;               // false when a GPU's arch could not be read
+  std::string arch = "host";                  // "sm_90", "gfx90a", "host"
+  std::string name = "host";                  // marketing name from the runtime, or "simulated ..."
+  int multiprocessors = 0;                    // SMs or CUs
+  int warp_size = 1;                          // 32 on NVIDIA, 64 on gfx9, 32 on gfx1x
+  std::uint64_t memory_bytes = 0;             // global memory
   std::uint64_t shared_memory_per_block = 0;  // shared memory / LDS per block
-  bool simulated = false;            // came from MLA_PLATFORM, not from a runtime
+  bool simulated = false;                     // came from MLA_PLATFORM, not from a runtime
 
   // major * 10 + minor, vLLM's to_int(): 90 for 9.0, 100 for 10.0.
   int as_int() const { return major * 10 + minor; }

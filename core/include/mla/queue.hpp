@@ -104,7 +104,9 @@ class UsmBuffer {
 
   void* get() const { return ptr_; }
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   std::size_t bytes() const { return bytes_; }
   MemoryKind kind() const { return kind_; }
   explicit operator bool() const { return ptr_ != nullptr; }

@@ -39,8 +39,7 @@ struct TensorView {
   bool is_contiguous() const;
 
   // Element offset of an index (no bounds check).
-  std::int64_t offset(std::int64_t i0, std::int64_t i1 = 0, std::int64_t i2 = 0,
-                      std::int64_t i3 = 0) const {
+  std::int64_t offset(std::int64_t i0, std::int64_t i1 = 0, std::int64_t i2 = 0, std::int64_t i3 = 0) const {
     return i0 * stride[0] + i1 * stride[1] + i2 * stride[2] + i3 * stride[3];
   }
 
@@ -50,7 +49,6 @@ struct TensorView {
 
 // Raises Error(invalid_argument) naming `what` unless `view` has the given rank,
 // dtype and shape (a shape entry of -1 matches any size).
-void check_tensor(const TensorView& view, const char* what, DType dtype,
-                  std::initializer_list<std::int64_t> shape);
+void check_tensor(const TensorView& view, const char* what, DType dtype, std::initializer_list<std::int64_t> shape);
 
 }  // namespace mla
