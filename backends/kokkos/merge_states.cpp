@@ -46,9 +46,14 @@ struct MergeKernel {
     const float total = prefix_weight + suffix_weight;
     const float prefix_scale = prefix_weight / total * out_multiplier;
     const float suffix_scale = suffix_weight / total * out_multiplier;
+    // A side of weight 0 (empty, or too far below the other) is not read:
+    // its rows may hold anything, NaN included, and 0 * NaN is NaN.
+    const bool read_prefix = prefix_weight != 0.0f;
+    const bool read_suffix = suffix_weight != 0.0f;
     for (int c = 0; c < dv; ++c) {
-      const float value = Element<kIn>::load(prefix_out(t, h, c)) * prefix_scale +
-                          Element<kIn>::load(suffix_out(t, h, c)) * suffix_scale;
+      float value = 0.0f;
+      if (read_prefix) value += Element<kIn>::load(prefix_out(t, h, c)) * prefix_scale;
+      if (read_suffix) value += Element<kIn>::load(suffix_out(t, h, c)) * suffix_scale;
       out(t, h, c) = Element<kOut>::store(value);
     }
     if (write_lse) out_lse(h, t) = m + kmath::log(total);

@@ -255,10 +255,15 @@ static int example_merge(void* instance, const mla_plugin_queue* queue, const ml
           out_lse = max + logf(z);
         }
       }
+      /* A side of weight 0 is not read: an empty partial may hold NaN, and 0 * NaN is NaN. */
       for (d = 0; d < dv; ++d) {
-        const float value = copy_suffix ? load(&m->suffix_out, at(&m->suffix_out, t, h, d))
-                                        : load(&m->prefix_out, at(&m->prefix_out, t, h, d)) * prefix_weight +
-                                              load(&m->suffix_out, at(&m->suffix_out, t, h, d)) * suffix_weight;
+        float value = 0.0f;
+        if (copy_suffix) {
+          value = load(&m->suffix_out, at(&m->suffix_out, t, h, d));
+        } else {
+          if (prefix_weight != 0.0f) value += load(&m->prefix_out, at(&m->prefix_out, t, h, d)) * prefix_weight;
+          if (suffix_weight != 0.0f) value += load(&m->suffix_out, at(&m->suffix_out, t, h, d)) * suffix_weight;
+        }
         store(&m->out, at(&m->out, t, h, d), value);
       }
       if (m->out_lse.rank != 0)

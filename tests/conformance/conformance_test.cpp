@@ -243,6 +243,25 @@ TEST_P(MergeConformance, EveryLseCase) {
   check_merge(in, dtype(), std::nullopt, std::nullopt, true);
 }
 
+// An empty side (LSE -inf or +inf) has weight 0 and is not read: NaN in its
+// rows (what an unwritten partial may hold) must not reach the output, as in
+// REFERENCE, whose merge skips a zero weight.
+TEST_P(MergeConformance, EmptySideIsNeverRead) {
+  MergeInputs in = merge_inputs(tokens);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t head = 0; head < heads(); ++head) {
+      for (std::int64_t c = 0; c < v_dim(); ++c) {
+        if (std::isinf(in.prefix_lse.at(head, t))) in.prefix_out.set(nan, t, head, c);
+        if (std::isinf(in.suffix_lse.at(head, t))) in.suffix_out.set(nan, t, head, c);
+      }
+    }
+  }
+  in.d_prefix_out = upload(queue_, in.prefix_out);
+  in.d_suffix_out = upload(queue_, in.suffix_out);
+  check_merge(in, dtype(), std::nullopt, std::nullopt, true);
+}
+
 TEST_P(MergeConformance, TokensPastCutoffCopySuffixWithoutLse) {
   check_merge(merge_inputs(tokens - 9), dtype(), std::nullopt, tokens - 9, false);
   // Every token copies. No special LSEs: a copied +inf is copied as it is.
