@@ -234,7 +234,8 @@ std::vector<float> NpyArray::to_floats(std::string_view what) const {
   const auto count = static_cast<std::size_t>(numel());
   std::vector<float> values(count);
   if (type == NpyType::float32) {
-    std::memcpy(values.data(), data.data(), count * sizeof(float));
+    // An empty array's vectors may hold null pointers, which memcpy must not get.
+    if (count != 0) std::memcpy(values.data(), data.data(), count * sizeof(float));
   } else if (type == NpyType::float16) {
     for (std::size_t i = 0; i < count; ++i) {
       std::uint16_t bits;
@@ -252,7 +253,7 @@ std::vector<std::int64_t> NpyArray::to_integers(std::string_view what) const {
   const auto count = static_cast<std::size_t>(numel());
   std::vector<std::int64_t> values(count);
   if (type == NpyType::int64) {
-    std::memcpy(values.data(), data.data(), count * sizeof(std::int64_t));
+    if (count != 0) std::memcpy(values.data(), data.data(), count * sizeof(std::int64_t));
   } else if (type == NpyType::int32) {
     for (std::size_t i = 0; i < count; ++i) {
       std::int32_t value;
