@@ -23,10 +23,12 @@ inline bool is_mfma_target(std::string_view arch) {
   return false;
 }
 
-// An AMD device whose gfx arch is one of the MFMA targets (features such as
-// ":xnack-" stripped). Unknown capability: no.
+// An AMD device whose gfx arch is one of the MFMA targets. Unknown capability:
+// no. DeviceCapability::arch is already the bare name (detection and
+// parse_platform strip ":xnack-" and the like), as the code-object check of
+// the entry also assumes.
 inline bool supports_device(const DeviceCapability& device) {
-  return device.vendor == Vendor::amd && device.capability_known && is_mfma_target(strip_amd_features(device.arch));
+  return device.vendor == Vendor::amd && device.capability_known && is_mfma_target(device.arch);
 }
 
 // "gfx908, gfx90a, ..." for messages.
