@@ -244,7 +244,7 @@ int run_bench(const BenchOptions& options) {
   params.dims = problem.dims;
   params.dtype = problem.dtype;
   const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = queue_for(selection);
+  Queue queue = make_queue(selection);
 
   PrefillMetadata metadata = PrefillMetadata::from_lengths(problem.new_lengths, problem.new_lengths);
   metadata.add_chunk(problem.context_lengths);

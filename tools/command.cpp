@@ -144,24 +144,6 @@ void save_float_tensor(const std::string& path, std::vector<std::int64_t> shape,
   write_npy(path, make_float32_array(std::move(shape), values));
 }
 
-Queue queue_for(const Selection& selection) {
-  std::optional<DeviceBackend> needed;
-  if (selection.kind == MlaPrefillBackendKind::CUDA_FLASH) needed = DeviceBackend::cuda;
-  if (selection.kind == MlaPrefillBackendKind::HIP_FLASH) needed = DeviceBackend::hip;
-  if (selection.kind == MlaPrefillBackendKind::CUSTOM && selection.platform.vendor != Vendor::host) {
-    return Queue::default_queue();
-  }
-  if (!needed) return Queue::host();
-  Queue queue = Queue::default_queue();
-  if (queue.backend() != *needed) {
-    raise(ErrorCategory::not_supported,
-          selection.name + " runs on a " + std::string(device_backend_name(*needed)) +
-              " device, but this process has none" +
-              (selection.platform.simulated ? " (the platform is only simulated by MLA_PLATFORM)" : ""));
-  }
-  return queue;
-}
-
 OwnedTensor upload(Queue& queue, const std::vector<float>& values, DType dtype,
                    std::initializer_list<std::int64_t> shape) {
   OwnedTensor tensor = OwnedTensor::device(queue, dtype, shape);

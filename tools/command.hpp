@@ -90,11 +90,6 @@ std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* f
 // Writes a float32 array; `shape` must match values.
 void save_float_tensor(const std::string& path, std::vector<std::int64_t> shape, const std::vector<float>& values);
 
-// The queue a backend's kernels run on: the host queue for host backends, the
-// process's GPU queue for CUDA_FLASH / HIP_FLASH (and custom backends on a GPU
-// platform). Raises Error(not_supported) when that GPU does not exist.
-Queue queue_for(const Selection& selection);
-
 // Converts `values` to `dtype` on the host and copies them into a new device
 // tensor of `queue`; waits, so the staging memory may go away afterwards.
 OwnedTensor upload(Queue& queue, const std::vector<float>& values, DType dtype,

@@ -68,7 +68,7 @@ int run_merge(const MergeOptions& options) {
   params.num_heads = static_cast<int>(heads);
   params.dims = dims;
   const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = queue_for(selection);
+  Queue queue = make_queue(selection);
 
   // The states stay float32: the merge math is fp32 (docs/contract.md §3).
   const DType f32 = DType::float32;

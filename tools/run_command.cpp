@@ -92,7 +92,7 @@ int run_attention(const RunOptions& options) {
   params.dims = dims;
   params.dtype = dtype;
   const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = queue_for(selection);
+  Queue queue = make_queue(selection);
 
   const std::int64_t heads = q.size(1);
   OwnedTensor q_dev = upload(queue, q.values, dtype, {q.size(0), heads, q.size(2)});

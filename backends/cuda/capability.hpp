@@ -6,8 +6,13 @@
 #include <string>
 
 #include "mla/device.hpp"
+#include "mla/queue.hpp"
 
 namespace mla::cuda_flash {
+
+// The queue kind the kernels are launched on (the entry's queue_kinds and the
+// backend's per-call check).
+inline constexpr DeviceBackend queue_kind = DeviceBackend::cuda;
 
 // mma.sync m16n8k16 with bf16 operands and cp.async arrived with Ampere (8.0).
 inline constexpr int min_compute_major = 8;

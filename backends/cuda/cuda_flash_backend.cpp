@@ -19,7 +19,7 @@ std::optional<gpu::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_
 }
 
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH", DeviceBackend::cuda, "CUDA", device_gap, find_tile, launch_flash_attention, cuda::merge_attn_states,
+    "CUDA_FLASH", queue_kind, device_gap, find_tile, launch_flash_attention, cuda::merge_attn_states,
 };
 
 }  // namespace

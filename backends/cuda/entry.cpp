@@ -22,6 +22,7 @@ BackendEntry cuda_flash_backend_entry() {
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.supports_capability = cuda_flash::supports_device;
   description.fp8_output = true;
+  description.queue_kinds = {cuda_flash::queue_kind};
 #if defined(MLA_WITH_CUDA)
   description.availability = [] { return Availability{}; };
   description.device_availability = [](const DeviceCapability& capability) {

@@ -55,10 +55,7 @@ void GpuFlashBackend::check_kernel_layout(const TensorView& view, const char* wh
 
 void GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
   const std::string name = vendor_.backend_name;
-  if (queue.backend() != vendor_.queue_backend) {
-    raise(ErrorCategory::not_supported,
-          name + " " + call + " needs a " + vendor_.queue_display_name + " queue; got the " + queue.describe());
-  }
+  require_queue_kind(name, call, {vendor_.queue_backend}, queue);
   if (vendor_.device_gap != nullptr) {
     const std::string gap = vendor_.device_gap(queue.capability());
     if (!gap.empty()) raise(ErrorCategory::not_supported, name + " " + gap);

@@ -23,9 +23,8 @@ struct KernelTile {
 };
 
 struct FlashVendor {
-  const char* backend_name;        // "CUDA_FLASH", in name() and every message
-  DeviceBackend queue_backend;     // the only queue kind the backend accepts
-  const char* queue_display_name;  // "CUDA": messages say "needs a CUDA queue"
+  const char* backend_name;     // "CUDA_FLASH", in name() and every message
+  DeviceBackend queue_backend;  // the only queue kind the backend accepts (its entry's queue_kinds)
   // Why the queue's device cannot run the kernels ("" when it can), checked
   // before every call; null when the queue kind is the whole requirement.
   std::string (*device_gap)(const DeviceCapability& device);

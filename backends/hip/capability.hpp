@@ -7,8 +7,13 @@
 #include <string_view>
 
 #include "mla/device.hpp"
+#include "mla/queue.hpp"
 
 namespace mla::hip_flash {
+
+// The queue kind the kernels are launched on (the entry's queue_kinds and the
+// backend's per-call check).
+inline constexpr DeviceBackend queue_kind = DeviceBackend::hip;
 
 inline constexpr std::string_view mfma_targets[] = {
 #define MLA_MFMA_TARGET(arch) #arch,

@@ -58,6 +58,7 @@ BackendEntry hip_flash_backend_entry() {
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.supports_capability = hip_flash::supports_device;
   description.fp8_output = true;
+  description.queue_kinds = {hip_flash::queue_kind};
 #if MLA_WITH_HIP
   description.availability = [] { return Availability{}; };
   description.device_availability = device_code_for;

@@ -18,7 +18,7 @@ std::optional<gpu::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_
 }
 
 constexpr gpu::FlashVendor hip_vendor{
-    "HIP_FLASH", DeviceBackend::hip, "HIP", device_gap, find_tile, launch_flash_attention, hip::merge_attn_states,
+    "HIP_FLASH", queue_kind, device_gap, find_tile, launch_flash_attention, hip::merge_attn_states,
 };
 
 }  // namespace

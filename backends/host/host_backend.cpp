@@ -9,10 +9,7 @@ namespace {
 // only meaningful for memory of the host queue (its device and shared
 // allocations are host memory too).
 void require_host_queue(const PrefillBackend& backend, const Queue& queue, const char* operation) {
-  if (queue.backend() != DeviceBackend::host) {
-    raise(ErrorCategory::not_supported,
-          backend.name() + " " + operation + " runs on the host queue only; got the queue " + queue.describe());
-  }
+  require_queue_kind(backend.name(), operation, {DeviceBackend::host}, queue);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ BackendEntry kokkos_backend_entry() {
   description.name = "KOKKOS";
   description.dtypes = {DType::float32, DType::float16, DType::bfloat16};
   description.fp8_output = true;
+  description.queue_kinds = {DeviceBackend::host};
   description.availability = [] {
 #ifdef MLA_WITH_KOKKOS
     return Availability{};

@@ -12,6 +12,7 @@ BackendEntry reference_backend_entry() {
   description.name = "REFERENCE";
   description.dtypes = {DType::float32, DType::float16, DType::bfloat16};
   description.fp8_output = true;
+  description.queue_kinds = {DeviceBackend::host};
   BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
     return std::make_unique<reference::ReferenceBackend>(params);
   };

@@ -45,13 +45,13 @@ void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH (emulated)", DeviceBackend::host, "host", nullptr, cuda_tile, cuda_launch, merge,
+    "CUDA_FLASH (emulated)", DeviceBackend::host, nullptr, cuda_tile, cuda_launch, merge,
 };
 constexpr gpu::FlashVendor hip_gfx90a_vendor{
-    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, "host", nullptr, hip_tile, hip_launch_gfx90a, merge,
+    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx90a, merge,
 };
 constexpr gpu::FlashVendor hip_gfx908_vendor{
-    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, "host", nullptr, hip_tile, hip_launch_gfx908, merge,
+    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx908, merge,
 };
 
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {
@@ -60,6 +60,7 @@ BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability
   description.dtypes = {DType::float16, DType::bfloat16};
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.fp8_output = true;
+  description.queue_kinds = {vendor.queue_backend};
   description.availability = [availability] { return availability; };
   BackendFactory factory = [&vendor](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
     return std::make_unique<gpu::GpuFlashBackend>(params, vendor);

@@ -212,6 +212,16 @@ void configure(const Config& config) {
   for (auto& [kind, entry] : bindings) registry.register_backend(kind, std::move(entry), RegisterMode::replace);
 }
 
+Queue make_queue(const Selection& selection, int device_index) {
+  try {
+    return make_queue(selection.entry.description, device_index);
+  } catch (const Error& error) {
+    if (!selection.platform.simulated) throw;
+    raise(error.category(), std::string(error.what()) + " (the platform " + selection.platform.describe() +
+                                " is only simulated by MLA_PLATFORM)");
+  }
+}
+
 Selector::Selector(Config config) : config_(std::move(config)), cache_(std::make_shared<Cache>()) {}
 
 Selection Selector::select(const SelectorConfig& request, const DeviceCapability& platform,

@@ -85,12 +85,6 @@ void PrintTo(const ConformanceShape& shape, std::ostream* os) {
   *os << dtype_name(shape.dtype) << " " << to_string(shape.dims) << " heads=" << shape.heads;
 }
 
-DeviceBackend device_backend_for(const std::string& backend_name) {
-  if (backend_name == "CUDA_FLASH") return DeviceBackend::cuda;
-  if (backend_name == "HIP_FLASH") return DeviceBackend::hip;
-  return DeviceBackend::host;
-}
-
 namespace {
 
 // The backend under test: a registry member, or (MLA_CONFORMANCE_EMULATED) a
@@ -112,11 +106,9 @@ void Conformance::SetUp() {
   const BackendEntry entry = entry_under_test(name);
   description_ = entry.description;
 
-#if defined(MLA_CONFORMANCE_EMULATED)
-  const DeviceBackend device = DeviceBackend::host;
-#else
-  const DeviceBackend device = device_backend_for(name);
-#endif
+  // The queue kind comes from the entry, as make_queue() takes it.
+  const DeviceBackend device =
+      description_.queue_kinds.empty() ? DeviceBackend::host : description_.queue_kinds.front();
   std::string missing;
   if (device != DeviceBackend::host && !device_backend_built(device))
     missing = "this build has no " + std::string(device_backend_name(device)) + " support";
@@ -131,7 +123,9 @@ void Conformance::SetUp() {
     GTEST_SKIP() << name << ": " << missing;
   }
 
-  queue_ = device == DeviceBackend::host ? Queue::host() : Queue(device, 0);
+  // Plugins declare no queue kinds (make_queue would give the default queue);
+  // the example plugin under test is a host backend.
+  queue_ = description_.queue_kinds.empty() ? Queue::host() : make_queue(description_);
   const ConformanceShape& shape = GetParam();
   const std::vector<std::string> reasons = validate(description_, queue_.capability(), {shape.dtype, shape.dims});
   // Missing device code for the GPU at hand counts as a missing GPU, not as a shape the backend declines.

@@ -30,10 +30,6 @@ void PrintTo(const ConformanceShape& shape, std::ostream* os);
 // "bfloat16_128x64x128_h4", for test names.
 std::string shape_name(const ::testing::TestParamInfo<ConformanceShape>& info);
 
-// The queue a backend's kernels run on: CUDA_FLASH on CUDA, HIP_FLASH on HIP,
-// everything else on the host.
-DeviceBackend device_backend_for(const std::string& backend_name);
-
 // q, k, v on the host and their copies on the queue under test.
 struct Operands {
   HostTensor q, k, v;  // [Nq, H, dqk], [Nk, H, dqk], [Nk, H, V]

@@ -236,12 +236,12 @@ TEST_F(Arguments, PrefillStepNeedsOneViewPerChunk) {
 TEST_F(Arguments, ReferenceRefusesGpuQueues) {
   Queue gpu = fake_gpu_queue();
   EXPECT_TRUE(raises([&] { backend_->prepare(gpu, meta_); }, ErrorCategory::not_supported,
-                     "REFERENCE prepare runs on the host queue only"));
+                     "REFERENCE prepare needs a host queue; got a cuda queue"));
   backend_->prepare(host_, meta_);
   EXPECT_TRUE(raises([&] { backend_->run_new_tokens(gpu, q_.view(), k_.view(), v_.view(), true); },
-                     ErrorCategory::not_supported, "REFERENCE run_new_tokens runs on the host queue only"));
+                     ErrorCategory::not_supported, "REFERENCE run_new_tokens needs a host queue; got a cuda queue"));
   EXPECT_TRUE(raises([&] { backend_->merge_attn_states(gpu, MergeArgs{}); }, ErrorCategory::not_supported,
-                     "REFERENCE merge_attn_states runs on the host queue only"));
+                     "REFERENCE merge_attn_states needs a host queue; got a cuda queue"));
 }
 
 // A backend that uses the shared checks but cannot quantise its output, on a

@@ -56,12 +56,34 @@ struct BackendDescription {
   // Set on the attention registry's entries: ordinary multi-head attention
   // needs qk_head_dim == v_head_dim, and validate() says so when it is not.
   bool requires_equal_qk_v = false;
+  // The queue kinds the backend's operations accept, preferred first:
+  // make_queue() creates the first one this process can. Empty: any kind (a
+  // backend that reads the queue it is handed, as plugins do); make_queue()
+  // then gives Queue::default_queue().
+  std::vector<DeviceBackend> queue_kinds;
 };
 
 // Reasons, in docs/contract.md §8 order and wording, why `description` cannot serve
 // `config` on `capability`. Empty means valid.
 std::vector<std::string> validate(const BackendDescription& description, const DeviceCapability& capability,
                                   const SelectorConfig& config);
+
+// A queue `description`'s backend runs on: the first of its queue_kinds this
+// build has (device `device_index` for a GPU kind), or Queue::default_queue()
+// when it lists none. Raises Error(not_supported) when the build has none of
+// the kinds and Error(device) when the machine lacks the device.
+Queue make_queue(const BackendDescription& description, int device_index = 0);
+
+// Raises Error(not_supported) naming the backend, the kinds it accepts and the
+// queue's kind unless `queue` is of one of description.queue_kinds (any queue
+// passes when the list is empty).
+void check_queue(const BackendDescription& description, const Queue& queue);
+
+// The check backends run on every call: Error(not_supported) "<who>
+// <operation> needs a host queue; got a cuda queue (...)" unless `queue` is
+// of one of `kinds`.
+void require_queue_kind(std::string_view who, std::string_view operation, const std::vector<DeviceBackend>& kinds,
+                        const Queue& queue);
 
 // Constructor arguments of every backend (vLLM: num_heads, scale, kv_lora_rank, dims).
 struct BackendParams {

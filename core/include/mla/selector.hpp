@@ -48,6 +48,12 @@ struct Selection {
 // bound again (a registry change, so Selectors' caches start afresh).
 void configure(const Config& config);
 
+// A queue the selected backend runs on (make_queue on its description): the
+// host queue for REFERENCE and KOKKOS even on a GPU machine, a CUDA queue on
+// device `device_index` for CUDA_FLASH, and so on. When the queue cannot be
+// created and the platform was only simulated (MLA_PLATFORM), the error says so.
+Queue make_queue(const Selection& selection, int device_index = 0);
+
 class Selector {
  public:
   // Keeps `config` and an empty cache. Constructing a Selector changes nothing
