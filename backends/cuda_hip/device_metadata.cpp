@@ -31,7 +31,9 @@ DeviceMetadata::PhaseOffsets DeviceMetadata::append_phase(const std::vector<std:
   return offsets;
 }
 
-void DeviceMetadata::upload(Queue& queue, const PrefillMetadata& metadata, TileShape tile) {
+void DeviceMetadata::upload(Queue& queue, const PrefillMetadata& metadata, TileShape tile, bool reuse) {
+  const DeviceBackend previous_backend = backend_;
+  const int previous_device = device_index_;
   words_.clear();
   chunk_offsets_.clear();
   tile_ = tile;
@@ -42,12 +44,18 @@ void DeviceMetadata::upload(Queue& queue, const PrefillMetadata& metadata, TileS
   for (const PrefillMetadata::Chunk& chunk : metadata.chunks) {
     chunk_offsets_.push_back(append_phase(metadata.cu_seqlens_q, cu_q, chunk.cu_seqlens_k, false));
   }
-  // A new buffer each step: the previous one may still be read by kernels in
-  // flight, and freeing it waits for them.
   // words_ is never empty: cu_seqlens_q has at least one entry.
-  buffer_ = UsmBuffer();
   const std::size_t bytes = words_.size() * sizeof(std::int32_t);
-  buffer_ = UsmBuffer::device(queue, bytes);
+  const bool fits =
+      buffer_ && buffer_.bytes() >= bytes && backend_ == previous_backend && device_index_ == previous_device;
+  if (!(reuse && fits)) {
+    // Kernels in flight on another stream may still read the old buffer;
+    // freeing it waits for them (cudaFree / hipFree synchronise).
+    buffer_ = UsmBuffer();
+    buffer_ = UsmBuffer::device(queue, bytes);
+  }
+  // An asynchronous copy from pageable memory returns once the runtime has
+  // staged the source, so words_ may be rebuilt by the next upload.
   queue.memcpy(buffer_.get(), words_.data(), bytes);
 }
 

@@ -26,8 +26,11 @@ class DeviceMetadata {
  public:
   // Plans the new-token phase (metadata.causal) and every chunk (non-causal)
   // with `tile`, and copies the result to device memory of `queue`.
-  // `metadata` must have passed check_metadata.
-  void upload(Queue& queue, const PrefillMetadata& metadata, TileShape tile);
+  // `metadata` must have passed check_metadata. With `reuse`, the caller
+  // promises that every kernel that read the previous upload was enqueued on
+  // `queue`'s stream, so the copy may overwrite that buffer in stream order
+  // when it is large enough: a steady stream of steps then allocates nothing.
+  void upload(Queue& queue, const PrefillMetadata& metadata, TileShape tile, bool reuse = false);
 
   bool uploaded() const { return static_cast<bool>(buffer_); }
   DevicePhase new_tokens() const;

@@ -70,33 +70,40 @@ void GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool c
 void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
   require_queue(queue, "prepare", false);
   PrefillBackend::prepare(queue, metadata);
-  device_metadata_.upload(queue, metadata, gpu::TileShape{tile_.block_rows, tile_.block_cols});
+  // The previous buffer may be overwritten in stream order only when every
+  // kernel that read it ran on this queue's stream.
+  const bool same_stream = prepared_queue_ && prepared_queue_->native_stream() == queue.native_stream();
+  device_metadata_.upload(queue, metadata, gpu::TileShape{tile_.block_rows, tile_.block_cols},
+                          same_stream && !ran_on_other_stream_);
   prepared_queue_ = queue;
+  ran_on_other_stream_ = false;
 }
 
 AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
                                                 const TensorView& v, bool return_lse, std::optional<TensorView> out,
-                                                std::optional<float> out_scale) {
+                                                std::optional<float> out_scale, std::optional<TensorView> lse) {
   require_queue(queue, "run_new_tokens", true);
-  check_new_tokens_args(queue, q, k, v, out, out_scale);
+  check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
   check_kernel_layout(q, "q");
   check_kernel_layout(k, "k");
   check_kernel_layout(v, "v");
   if (out) check_kernel_layout(*out, "out");
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), return_lse, out, out_dtype);
+  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), return_lse, out, out_dtype, lse);
   launch(queue, device_metadata_.new_tokens(), q, k, v, result, out_scale);
   return result;
 }
 
 AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
-                                                   const TensorView& k, const TensorView& v) {
+                                                   const TensorView& k, const TensorView& v,
+                                                   std::optional<TensorView> out, std::optional<TensorView> lse) {
   require_queue(queue, "run_context_chunk", true);
-  check_chunk_args(queue, chunk_index, q, k, v);
+  check_chunk_args(queue, chunk_index, q, k, v, out, lse);
   check_kernel_layout(q, "q");
   check_kernel_layout(k, "chunk k");
   check_kernel_layout(v, "chunk v");
-  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), true, std::nullopt, params().dtype);
+  if (out) check_kernel_layout(*out, "chunk out");
+  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), true, out, params().dtype, lse);
   launch(queue, device_metadata_.chunk(chunk_index), q, k, v, result, std::nullopt);
   return result;
 }
@@ -109,7 +116,12 @@ void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
 
 void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
                              const TensorView& v, const AttentionResult& result, std::optional<float> out_scale) {
-  if (prepared_queue_ && prepared_queue_->impl() != queue.impl()) prepared_queue_->wait();
+  // Queues over one stream (copies, a borrowed stream wrapped twice, a queue
+  // with the caller's allocator) are already ordered.
+  if (prepared_queue_ && prepared_queue_->native_stream() != queue.native_stream()) {
+    prepared_queue_->wait();
+    ran_on_other_stream_ = true;
+  }
   FlashParams p;
   p.q = q.data;
   p.k = k.data;

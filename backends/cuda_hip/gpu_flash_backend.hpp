@@ -45,9 +45,11 @@ class GpuFlashBackend final : public PrefillBackend {
   void prepare(Queue& queue, const PrefillMetadata& metadata) override;
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                  bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<float> out_scale = std::nullopt) override;
+                                 std::optional<float> out_scale = std::nullopt,
+                                 std::optional<TensorView> lse = std::nullopt) override;
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v) override;
+                                    const TensorView& v, std::optional<TensorView> out = std::nullopt,
+                                    std::optional<TensorView> lse = std::nullopt) override;
   void merge_attn_states(Queue& queue, const MergeArgs& args) override;
   bool supports_quant_output(QuantKey key) const override;
 
@@ -66,6 +68,8 @@ class GpuFlashBackend final : public PrefillBackend {
   // The queue prepare() uploaded on: a run on another queue of the same
   // device first waits for that upload, which no stream order covers.
   std::optional<Queue> prepared_queue_;
+  // A run since prepare() was on another stream than prepared_queue_'s.
+  bool ran_on_other_stream_ = false;
 };
 
 }  // namespace mla::gpu

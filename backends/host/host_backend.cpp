@@ -23,12 +23,12 @@ bool HostBackend::supports_quant_output(QuantKey key) const { return key == Quan
 
 AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                             bool return_lse, std::optional<TensorView> out,
-                                            std::optional<float> out_scale) {
+                                            std::optional<float> out_scale, std::optional<TensorView> lse) {
   require_host_queue(*this, queue, "run_new_tokens");
-  check_new_tokens_args(queue, q, k, v, out, out_scale);
+  check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
   const PrefillMetadata& meta = metadata();
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype);
+  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype, lse);
   HostAttentionProblem problem;
   problem.q = q;
   problem.k = k;
@@ -45,12 +45,12 @@ AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, c
 }
 
 AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                               const TensorView& v) {
+                                               const TensorView& v, std::optional<TensorView> out,
+                                               std::optional<TensorView> lse) {
   require_host_queue(*this, queue, "run_context_chunk");
-  check_chunk_args(queue, chunk_index, q, k, v);
+  check_chunk_args(queue, chunk_index, q, k, v, out, lse);
   const PrefillMetadata& meta = metadata();
-  AttentionResult result =
-      allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, std::nullopt, params().dtype);
+  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, out, params().dtype, lse);
   HostAttentionProblem problem;
   problem.q = q;
   problem.k = k;

@@ -208,8 +208,8 @@ const PrefillMetadata& PrefillBackend::metadata() const {
 bool PrefillBackend::supports_quant_output(QuantKey /*key*/) const { return false; }
 
 void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
-                                           const std::optional<TensorView>& out,
-                                           const std::optional<float>& out_scale) const {
+                                           const std::optional<TensorView>& out, const std::optional<float>& out_scale,
+                                           const std::optional<TensorView>& lse) const {
   const PrefillMetadata& meta = metadata();
   const std::int64_t heads = params_.num_heads;
   const std::int64_t dqk = params_.dims.qk_head_dim();
@@ -225,20 +225,24 @@ void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView
     check_operand(*out, {"out", std::nullopt, "", meta.num_q_tokens(), "cu_seqlens_q", heads, dv, "v_head_dim"});
     check_out_dtype(*out, params_.dtype, out_scale);
   }
+  if (lse) check_lse(*lse, "lse", heads, meta.num_q_tokens());
 }
 
 void PrefillBackend::check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k,
                                            const TensorView& v, const std::optional<TensorView>& out,
-                                           const std::optional<float>& out_scale) const {
-  check_new_tokens_args(q, k, v, out, out_scale);
+                                           const std::optional<float>& out_scale,
+                                           const std::optional<TensorView>& lse) const {
+  check_new_tokens_args(q, k, v, out, out_scale, lse);
   check_accessible(queue, q, "q");
   check_accessible(queue, k, "k");
   check_accessible(queue, v, "v");
   if (out) check_accessible(queue, *out, "out");
+  if (lse) check_accessible(queue, *lse, "lse");
 }
 
-void PrefillBackend::check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k,
-                                      const TensorView& v) const {
+void PrefillBackend::check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
+                                      const std::optional<TensorView>& out,
+                                      const std::optional<TensorView>& lse) const {
   const PrefillMetadata& meta = metadata();
   if (chunk_index < 0 || static_cast<std::size_t>(chunk_index) >= meta.chunks.size()) {
     bad_argument("chunk_index " + std::to_string(chunk_index) + " is out of range: the metadata has " +
@@ -257,18 +261,28 @@ void PrefillBackend::check_chunk_args(int chunk_index, const TensorView& q, cons
                     "qk_head_dim"});
   check_operand(v, {v_name.c_str(), params_.dtype, dtype_source, chunk_tokens, "the chunk's cu_seqlens_k", heads, dv,
                     "v_head_dim"});
+  if (out) {
+    check_operand(
+        *out, {"chunk out", params_.dtype, dtype_source, meta.num_q_tokens(), "cu_seqlens_q", heads, dv, "v_head_dim"});
+  }
+  if (lse) check_lse(*lse, "chunk lse", heads, meta.num_q_tokens());
 }
 
 void PrefillBackend::check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                      const TensorView& v) const {
-  check_chunk_args(chunk_index, q, k, v);
+                                      const TensorView& v, const std::optional<TensorView>& out,
+                                      const std::optional<TensorView>& lse) const {
+  check_chunk_args(chunk_index, q, k, v, out, lse);
   check_accessible(queue, q, "q");
   check_accessible(queue, k, "chunk k");
   check_accessible(queue, v, "chunk v");
+  if (out) check_accessible(queue, *out, "chunk out");
+  if (lse) check_accessible(queue, *lse, "chunk lse");
 }
 
 AttentionResult PrefillBackend::allocate_result(Queue& queue, std::int64_t num_q, bool return_lse,
-                                                std::optional<TensorView> out, DType out_dtype) const {
+                                                std::optional<TensorView> out, DType out_dtype,
+                                                std::optional<TensorView> lse) const {
+  if (lse && !return_lse) bad_argument(name() + ": an lse view was given but return_lse is false");
   const std::int64_t heads = params_.num_heads;
   const std::int64_t dv = params_.dims.v_head_dim;
   AttentionResult result;
@@ -278,7 +292,9 @@ AttentionResult PrefillBackend::allocate_result(Queue& queue, std::int64_t num_q
     result.out_storage = UsmBuffer::device(queue, allocation_bytes(num_q * heads * dv, out_dtype));
     result.out = TensorView::contiguous(result.out_storage.get(), out_dtype, {num_q, heads, dv}, MemoryKind::device);
   }
-  if (return_lse) {
+  if (lse) {
+    result.lse = *lse;
+  } else if (return_lse) {
     result.lse_storage = UsmBuffer::device(queue, allocation_bytes(heads * num_q, DType::float32));
     result.lse = TensorView::contiguous(result.lse_storage.get(), DType::float32, {heads, num_q}, MemoryKind::device);
   }

@@ -165,12 +165,12 @@ class PluginBackend final : public PrefillBackend {
   }
 
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 bool return_lse, std::optional<TensorView> out,
-                                 std::optional<float> out_scale) override {
-    check_new_tokens_args(queue, q, k, v, out, out_scale);
+                                 bool return_lse, std::optional<TensorView> out, std::optional<float> out_scale,
+                                 std::optional<TensorView> lse) override {
+    check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
     const PrefillMetadata& meta = metadata();
     const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-    AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype);
+    AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype, lse);
     mla_plugin_attention_args args =
         attention_args(q, k, v, result, meta, meta.cu_seqlens_k, meta.max_seqlen_k, meta.causal);
     args.has_out_scale = out_scale ? 1 : 0;
@@ -182,12 +182,12 @@ class PluginBackend final : public PrefillBackend {
   }
 
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v) override {
-    check_chunk_args(queue, chunk_index, q, k, v);
+                                    const TensorView& v, std::optional<TensorView> out,
+                                    std::optional<TensorView> lse) override {
+    check_chunk_args(queue, chunk_index, q, k, v, out, lse);
     const PrefillMetadata& meta = metadata();
     const PrefillMetadata::Chunk& chunk = meta.chunks[static_cast<std::size_t>(chunk_index)];
-    AttentionResult result =
-        allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, std::nullopt, params().dtype);
+    AttentionResult result = allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, out, params().dtype, lse);
     const mla_plugin_attention_args args =
         attention_args(q, k, v, result, meta, chunk.cu_seqlens_k, chunk.max_seqlen_k, /*causal=*/false);
     const mla_plugin_queue c_q = c_queue(queue);

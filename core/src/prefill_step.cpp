@@ -1,6 +1,7 @@
 // One chunked-prefill step as vLLM's forward_mha runs it: causal attention of
 // the new tokens, then every context chunk merged into the running result.
 // Any backend serves it through the PrefillBackend interface alone.
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -10,56 +11,162 @@
 namespace mla {
 namespace {
 
-// A [num_q, H, V] output and [H, num_q] LSE owned by `queue`, the second
-// buffer of the merge ping-pong.
-AttentionResult allocate_merge_target(Queue& queue, const BackendParams& params, std::int64_t num_q) {
-  const std::int64_t heads = params.num_heads;
-  const std::int64_t dv = params.dims.v_head_dim;
-  AttentionResult result;
-  // An empty batch gets null pointers with zero-sized views, which every kernel skips.
-  const auto out_elements = static_cast<std::size_t>(num_q * heads * dv);
-  const auto lse_elements = static_cast<std::size_t>(num_q * heads);
-  result.out_storage = UsmBuffer::device(queue, out_elements * dtype_size(params.dtype));
-  result.lse_storage = UsmBuffer::device(queue, lse_elements * dtype_size(DType::float32));
-  result.out = TensorView::contiguous(result.out_storage.get(), params.dtype, {num_q, heads, dv}, MemoryKind::device);
-  result.lse = TensorView::contiguous(result.lse_storage.get(), DType::float32, {heads, num_q}, MemoryKind::device);
-  return result;
+// Workspace pieces start this many bytes apart from each other (a multiple of
+// every kernel's 16-byte vector loads); the workspace itself must be aligned
+// to base_alignment, which the host queue (64) and the GPU runtimes (256)
+// give.
+constexpr std::size_t workspace_alignment = 256;
+constexpr std::size_t base_alignment = 64;
+
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
 }
 
-}  // namespace
+// An [N, H, V] output and its [H, N] LSE.
+struct Partial {
+  TensorView out;
+  TensorView lse;
+};
 
-AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
-                                 const TensorView& q, const TensorView& k, const TensorView& v,
-                                 const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v) {
+std::size_t partial_bytes(const BackendParams& params, std::int64_t num_q) {
+  const auto elements = static_cast<std::size_t>(num_q * params.num_heads);
+  return aligned(elements * static_cast<std::size_t>(params.dims.v_head_dim) * dtype_size(params.dtype)) +
+         aligned(elements * dtype_size(DType::float32));
+}
+
+// Carves partials out of the caller's workspace, in order.
+class WorkspaceCursor {
+ public:
+  WorkspaceCursor(const PrefillStepBuffers& buffers, MemoryKind memory)
+      : base_(static_cast<unsigned char*>(buffers.workspace)), size_(buffers.workspace_bytes), memory_(memory) {}
+
+  Partial partial(const BackendParams& params, std::int64_t num_q) {
+    const std::int64_t heads = params.num_heads;
+    Partial p;
+    p.out = TensorView::contiguous(
+        take(static_cast<std::size_t>(num_q * heads * params.dims.v_head_dim) * dtype_size(params.dtype)), params.dtype,
+        {num_q, heads, params.dims.v_head_dim}, memory_);
+    p.lse = TensorView::contiguous(take(static_cast<std::size_t>(num_q * heads) * dtype_size(DType::float32)),
+                                   DType::float32, {heads, num_q}, memory_);
+    return p;
+  }
+  // An [H, N] LSE alone, for a caller that wants none.
+  TensorView lse(const BackendParams& params, std::int64_t num_q) {
+    return TensorView::contiguous(take(static_cast<std::size_t>(num_q * params.num_heads) * sizeof(float)),
+                                  DType::float32, {params.num_heads, num_q}, memory_);
+  }
+
+ private:
+  void* take(std::size_t bytes) {
+    void* p = base_ + used_;
+    used_ += aligned(bytes);
+    if (used_ > size_) {
+      raise(ErrorCategory::internal, "run_prefill_step: workspace of " + std::to_string(size_) +
+                                         " bytes overrun; prefill_step_workspace_size disagrees with the step");
+    }
+    return bytes == 0 ? nullptr : p;
+  }
+
+  unsigned char* base_;
+  std::size_t size_;
+  std::size_t used_ = 0;
+  MemoryKind memory_;
+};
+
+void check_chunk_views(const PrefillMetadata& metadata, const std::vector<TensorView>& chunk_k,
+                       const std::vector<TensorView>& chunk_v) {
   if (chunk_k.size() != metadata.chunks.size() || chunk_v.size() != metadata.chunks.size()) {
     raise(ErrorCategory::invalid_argument, "run_prefill_step: the metadata has " +
                                                std::to_string(metadata.chunks.size()) + " context chunks but " +
                                                std::to_string(chunk_k.size()) + " chunk_k and " +
                                                std::to_string(chunk_v.size()) + " chunk_v views were given");
   }
-  backend.prepare(queue, metadata);
-  AttentionResult current = backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true);
-  if (metadata.chunks.empty()) return current;
+}
 
-  // Each merge reads `current` and writes `spare`, then the two swap. The
-  // chunk's own result dies at the end of its iteration while the queue may
-  // still be reading it. That is safe because a queue's free waits for the
-  // device (cudaFree / hipFree synchronise) or runs on the host queue, where
-  // the work is already done.
-  AttentionResult spare = allocate_merge_target(queue, backend.params(), metadata.num_q_tokens());
-  for (std::size_t c = 0; c < metadata.chunks.size(); ++c) {
-    AttentionResult context = backend.run_context_chunk(queue, static_cast<int>(c), q, chunk_k[c], chunk_v[c]);
+}  // namespace
+
+std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata) {
+  const std::int64_t num_q = metadata.num_q_tokens();
+  // An LSE for the result when the caller wants none (the merges need one).
+  std::size_t bytes = aligned(static_cast<std::size_t>(num_q * params.num_heads) * sizeof(float));
+  // The chunk's own result, and the second buffer of the merge ping-pong.
+  if (!metadata.chunks.empty()) bytes += 2 * partial_bytes(params, num_q);
+  return bytes;
+}
+
+void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
+                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
+  check_chunk_views(metadata, chunk_k, chunk_v);
+  const BackendParams& params = backend.params();
+  const std::size_t needed = prefill_step_workspace_size(params, metadata);
+  if (buffers.workspace_bytes < needed || (needed > 0 && buffers.workspace == nullptr)) {
+    raise(ErrorCategory::invalid_argument, "run_prefill_step: the step needs " + std::to_string(needed) +
+                                               " bytes of workspace (prefill_step_workspace_size); got " +
+                                               std::to_string(buffers.workspace_bytes));
+  }
+  if (reinterpret_cast<std::uintptr_t>(buffers.workspace) % base_alignment != 0) {
+    raise(ErrorCategory::invalid_argument,
+          "run_prefill_step: the workspace must be " + std::to_string(base_alignment) + "-byte aligned");
+  }
+  if (buffers.out.empty_view()) raise(ErrorCategory::invalid_argument, "run_prefill_step: buffers.out is missing");
+  // Device memory of the queue: on a host queue that is host memory too.
+  WorkspaceCursor cursor(buffers, MemoryKind::device);
+  const std::int64_t num_q = metadata.num_q_tokens();
+  const Partial result{buffers.out, buffers.lse.empty_view() ? cursor.lse(params, num_q) : buffers.lse};
+
+  backend.prepare(queue, metadata);
+  const std::size_t chunks = metadata.chunks.size();
+  if (chunks == 0) {
+    backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true, result.out, std::nullopt, result.lse);
+    return;
+  }
+  // Each merge reads one buffer and writes the other; the new tokens start in
+  // the one that makes the last merge land in the caller's.
+  const Partial context = cursor.partial(params, num_q);
+  const Partial spare = cursor.partial(params, num_q);
+  Partial current = chunks % 2 == 0 ? result : spare;
+  Partial next = chunks % 2 == 0 ? spare : result;
+  backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true, current.out, std::nullopt, current.lse);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    backend.run_context_chunk(queue, static_cast<int>(c), q, chunk_k[c], chunk_v[c], context.out, context.lse);
     MergeArgs args;
     args.prefix_out = context.out;
     args.prefix_lse = context.lse;
     args.suffix_out = current.out;
     args.suffix_lse = current.lse;
-    args.out = spare.out;
-    args.out_lse = spare.lse;
+    args.out = next.out;
+    args.out_lse = next.lse;
     backend.merge_attn_states(queue, args);
-    std::swap(current, spare);
+    std::swap(current, next);
   }
-  return current;
+}
+
+AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
+                                 const TensorView& q, const TensorView& k, const TensorView& v,
+                                 const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v) {
+  check_chunk_views(metadata, chunk_k, chunk_v);
+  check_metadata(metadata);
+  const BackendParams& params = backend.params();
+  const std::int64_t num_q = metadata.num_q_tokens();
+  const std::int64_t heads = params.num_heads;
+  const std::int64_t dv = params.dims.v_head_dim;
+  AttentionResult result;
+  // An empty batch gets null pointers with zero-sized views, which every kernel skips.
+  result.out_storage =
+      UsmBuffer::device(queue, static_cast<std::size_t>(num_q * heads * dv) * dtype_size(params.dtype));
+  result.lse_storage = UsmBuffer::device(queue, static_cast<std::size_t>(num_q * heads) * sizeof(float));
+  result.out = TensorView::contiguous(result.out_storage.get(), params.dtype, {num_q, heads, dv}, MemoryKind::device);
+  result.lse = TensorView::contiguous(result.lse_storage.get(), DType::float32, {heads, num_q}, MemoryKind::device);
+  // The workspace dies at the end of this call while the queue may still be
+  // reading it. That is safe because a queue's free waits for the device
+  // (cudaFree / hipFree synchronise) or runs on the host queue, where the
+  // work is already done.
+  PrefillStepBuffers buffers{result.out, result.lse, nullptr, prefill_step_workspace_size(params, metadata)};
+  UsmBuffer workspace = UsmBuffer::device(queue, buffers.workspace_bytes);
+  buffers.workspace = workspace.get();
+  run_prefill_step(backend, queue, metadata, q, k, v, chunk_k, chunk_v, buffers);
+  return result;
 }
 
 }  // namespace mla

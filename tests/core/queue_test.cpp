@@ -91,3 +91,77 @@ TEST(OwnedTensor, ViewCoversItsBuffer) {
 }
 
 }  // namespace
+
+namespace {
+
+// Records every call and hands out memory from the queue it wraps.
+class RecordingAllocator final : public mla::Allocator {
+ public:
+  explicit RecordingAllocator(std::shared_ptr<mla::Allocator> inner, bool fail = false)
+      : inner_(std::move(inner)), fail_(fail) {}
+  void* allocate(std::size_t bytes, mla::MemoryKind kind) override {
+    ++allocations;
+    last_bytes = bytes;
+    return fail_ ? nullptr : inner_->allocate(bytes, kind);
+  }
+  void deallocate(void* ptr, mla::MemoryKind kind) noexcept override {
+    ++frees;
+    inner_->deallocate(ptr, kind);
+  }
+  int allocations = 0;
+  int frees = 0;
+  std::size_t last_bytes = 0;
+
+ private:
+  std::shared_ptr<mla::Allocator> inner_;
+  bool fail_;
+};
+
+TEST(QueueAllocator, AllocationsGoThroughTheCallersAllocator) {
+  mla::Queue plain = mla::Queue::host();
+  auto recording = std::make_shared<RecordingAllocator>(plain.allocator());
+  mla::Queue q = plain.with_allocator(recording);
+  EXPECT_EQ(q.backend(), plain.backend());
+  EXPECT_EQ(q.native_stream(), plain.native_stream());
+  EXPECT_EQ(q.allocator(), recording);
+  {
+    mla::UsmBuffer a = mla::UsmBuffer::device(q, 100);
+    mla::UsmBuffer b = mla::UsmBuffer::host(q, 0);  // nothing to allocate
+    mla::UsmBuffer c = mla::UsmBuffer::device(plain, 8);
+    EXPECT_EQ(recording->allocations, 1);
+    EXPECT_EQ(recording->last_bytes, 100u);
+    const std::vector<int> src{1, 2, 3};
+    q.memcpy(a.get(), src.data(), sizeof(int) * 3);
+    q.wait();
+    EXPECT_EQ(a.as<int>()[2], 3);
+  }
+  EXPECT_EQ(recording->frees, 1);
+  // A second allocator replaces the first instead of stacking on it.
+  auto other = std::make_shared<RecordingAllocator>(plain.allocator());
+  mla::Queue r = q.with_allocator(other);
+  mla::UsmBuffer d = mla::UsmBuffer::device(r, 4);
+  EXPECT_EQ(other->allocations, 1);
+  EXPECT_EQ(recording->allocations, 1);
+}
+
+TEST(QueueAllocator, FailuresAreErrors) {
+  mla::Queue plain = mla::Queue::host();
+  try {
+    (void)plain.with_allocator(nullptr);
+    FAIL() << "a null allocator was accepted";
+  } catch (const mla::Error& e) {
+    EXPECT_EQ(e.category(), mla::ErrorCategory::invalid_argument);
+  }
+  mla::Queue q = plain.with_allocator(std::make_shared<RecordingAllocator>(plain.allocator(), /*fail=*/true));
+  try {
+    mla::UsmBuffer a = mla::UsmBuffer::device(q, 64);
+    FAIL() << "a failed allocation returned a buffer";
+  } catch (const mla::Error& e) {
+    EXPECT_EQ(e.category(), mla::ErrorCategory::device);
+    EXPECT_NE(std::string(e.what()).find("the queue's allocator returned no memory for 64 bytes of device memory"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace

@@ -22,12 +22,14 @@ class WrappedReference final : public mla::PrefillBackend {
   }
   mla::AttentionResult run_new_tokens(mla::Queue& queue, const mla::TensorView& q, const mla::TensorView& k,
                                       const mla::TensorView& v, bool return_lse, std::optional<mla::TensorView> out,
-                                      std::optional<float> out_scale) override {
-    return inner_->run_new_tokens(queue, q, k, v, return_lse, out, out_scale);
+                                      std::optional<float> out_scale, std::optional<mla::TensorView> lse) override {
+    return inner_->run_new_tokens(queue, q, k, v, return_lse, out, out_scale, lse);
   }
   mla::AttentionResult run_context_chunk(mla::Queue& queue, int chunk_index, const mla::TensorView& q,
-                                         const mla::TensorView& k, const mla::TensorView& v) override {
-    return inner_->run_context_chunk(queue, chunk_index, q, k, v);
+                                         const mla::TensorView& k, const mla::TensorView& v,
+                                         std::optional<mla::TensorView> out,
+                                         std::optional<mla::TensorView> lse) override {
+    return inner_->run_context_chunk(queue, chunk_index, q, k, v, out, lse);
   }
   void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) override {
     inner_->merge_attn_states(queue, args);

@@ -232,6 +232,54 @@ TEST_F(Arguments, PrefillStepNeedsOneViewPerChunk) {
              "run_prefill_step: the metadata has 1 context chunks but 0 chunk_k and 0 chunk_v views were given"));
 }
 
+// Caller-provided results: shapes are checked like every operand, an LSE
+// needs return_lse, and a step's workspace must be as large as asked.
+TEST_F(Arguments, CallerResultViewsAreChecked) {
+  backend_->prepare(host_, meta_);
+  HostTensor lse = make({4, 5}, DType::float32), short_lse = make({4, 4}, DType::float32);
+  HostTensor out = make({5, 4, 12}), chunk_k = make({5, 4, 24}), chunk_v = make({5, 4, 12});
+  EXPECT_TRUE(
+      raises([&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), false, {}, {}, lse.view()); },
+             invalid, "REFERENCE: an lse view was given but return_lse is false"));
+  EXPECT_TRUE(
+      raises([&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), true, {}, {}, short_lse.view()); },
+             invalid, "lse"));
+  EXPECT_TRUE(raises(
+      [&] {
+        backend_->run_context_chunk(host_, 0, q_.view(), chunk_k.view(), chunk_v.view(), out.view(), short_lse.view());
+      },
+      invalid, "chunk lse"));
+  HostTensor f32_out = make({5, 4, 12}, DType::float32);
+  EXPECT_TRUE(
+      raises([&] { backend_->run_context_chunk(host_, 0, q_.view(), chunk_k.view(), chunk_v.view(), f32_out.view()); },
+             invalid, "chunk out"));
+  // Written where asked: the views come back as the result.
+  const AttentionResult r =
+      backend_->run_context_chunk(host_, 0, q_.view(), chunk_k.view(), chunk_v.view(), out.view(), lse.view());
+  EXPECT_EQ(r.out.data, out.view().data);
+  EXPECT_EQ(r.lse.data, lse.view().data);
+  EXPECT_FALSE(r.out_storage);
+  EXPECT_FALSE(r.lse_storage);
+
+  const std::size_t needed = prefill_step_workspace_size(backend_->params(), meta_);
+  UsmBuffer workspace = UsmBuffer::device(host_, needed);
+  PrefillStepBuffers buffers{out.view(), lse.view(), workspace.get(), needed - 1};
+  EXPECT_TRUE(raises(
+      [&] {
+        run_prefill_step(*backend_, host_, meta_, q_.view(), k_.view(), v_.view(), {chunk_k.view()}, {chunk_v.view()},
+                         buffers);
+      },
+      invalid, "run_prefill_step: the step needs " + std::to_string(needed) + " bytes of workspace"));
+  buffers.workspace_bytes = needed;
+  buffers.out = TensorView{};
+  EXPECT_TRUE(raises(
+      [&] {
+        run_prefill_step(*backend_, host_, meta_, q_.view(), k_.view(), v_.view(), {chunk_k.view()}, {chunk_v.view()},
+                         buffers);
+      },
+      invalid, "run_prefill_step: buffers.out is missing"));
+}
+
 // The reference reads memory on the calling thread: a GPU queue is refused.
 TEST_F(Arguments, ReferenceRefusesGpuQueues) {
   Queue gpu = fake_gpu_queue();
@@ -251,15 +299,17 @@ class CheckingBackend final : public PrefillBackend {
   using PrefillBackend::PrefillBackend;
   std::string name() const override { return "CHECKING"; }
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 bool return_lse, std::optional<TensorView> out,
-                                 std::optional<float> out_scale) override {
-    check_new_tokens_args(queue, q, k, v, out, out_scale);
-    return allocate_result(queue, metadata().num_q_tokens(), return_lse, out, params().dtype);
+                                 bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                 std::optional<float> out_scale = std::nullopt,
+                                 std::optional<TensorView> lse = std::nullopt) override {
+    check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
+    return allocate_result(queue, metadata().num_q_tokens(), return_lse, out, params().dtype, lse);
   }
   AttentionResult run_context_chunk(Queue& queue, int chunk, const TensorView& q, const TensorView& k,
-                                    const TensorView& v) override {
-    check_chunk_args(queue, chunk, q, k, v);
-    return allocate_result(queue, metadata().num_q_tokens(), true, std::nullopt, params().dtype);
+                                    const TensorView& v, std::optional<TensorView> out = std::nullopt,
+                                    std::optional<TensorView> lse = std::nullopt) override {
+    check_chunk_args(queue, chunk, q, k, v, out, lse);
+    return allocate_result(queue, metadata().num_q_tokens(), true, out, params().dtype, lse);
   }
   void merge_attn_states(Queue& queue, const MergeArgs& args) override { check_merge_args(queue, args); }
 };

@@ -7,10 +7,12 @@
 //   out [Nq, H, V]     lse [H, Nq] float32, natural log, -inf for rows without keys
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mla/device.hpp"
@@ -143,15 +145,21 @@ class PrefillBackend {
   virtual void prepare(Queue& queue, const PrefillMetadata& metadata);
   const PrefillMetadata& metadata() const;
 
-  // Causal (metadata.causal) varlen attention of the new tokens.
+  // Causal (metadata.causal) varlen attention of the new tokens. Results go
+  // into `out` [Nq, H, V] and `lse` [H, Nq] float32 when the caller passes
+  // them (any strides; `lse` needs return_lse) and are allocated on `queue`
+  // otherwise, so a caller that passes both allocates nothing.
   virtual AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                          bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                         std::optional<float> out_scale = std::nullopt) = 0;
+                                         std::optional<float> out_scale = std::nullopt,
+                                         std::optional<TensorView> lse = std::nullopt) = 0;
 
   // Non-causal attention of every query against context chunk `chunk_index`;
   // always returns the LSE. Rows whose sequence has no keys: 0 and -inf.
+  // `out` (the backend's dtype) and `lse` as for run_new_tokens.
   virtual AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                            const TensorView& v) = 0;
+                                            const TensorView& v, std::optional<TensorView> out = std::nullopt,
+                                            std::optional<TensorView> lse = std::nullopt) = 0;
 
   // Joins two partial attentions (docs/contract.md §3).
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
@@ -166,16 +174,23 @@ class PrefillBackend {
  protected:
   // Shape/dtype checks shared by every backend; raise Error(invalid_argument).
   void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
-                             const std::optional<TensorView>& out, const std::optional<float>& out_scale) const;
-  void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v) const;
+                             const std::optional<TensorView>& out, const std::optional<float>& out_scale,
+                             const std::optional<TensorView>& lse = std::nullopt) const;
+  void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const std::optional<TensorView>& out = std::nullopt,
+                        const std::optional<TensorView>& lse = std::nullopt) const;
   // The same, plus check_accessible on every tensor; what a run_* override calls first.
   void check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                             const std::optional<TensorView>& out, const std::optional<float>& out_scale) const;
+                             const std::optional<TensorView>& out, const std::optional<float>& out_scale,
+                             const std::optional<TensorView>& lse = std::nullopt) const;
   void check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                        const TensorView& v) const;
-  // Allocates out (dtype of q, or fp8 when out_scale) and lse on `queue` as needed.
+                        const TensorView& v, const std::optional<TensorView>& out = std::nullopt,
+                        const std::optional<TensorView>& lse = std::nullopt) const;
+  // The caller's out and lse views, and what is missing allocated on `queue`:
+  // out in `out_dtype` (q's dtype, or fp8 with an out_scale), lse when
+  // return_lse. Raises Error(invalid_argument) for an lse without return_lse.
   AttentionResult allocate_result(Queue& queue, std::int64_t num_q, bool return_lse, std::optional<TensorView> out,
-                                  DType out_dtype) const;
+                                  DType out_dtype, std::optional<TensorView> lse = std::nullopt) const;
 
  private:
   BackendParams params_;
@@ -193,9 +208,31 @@ struct BackendEntry {
 // One whole prefill step, what vLLM's forward_mha does: attention of the new
 // tokens (causal), then of every context chunk, merged in turn. `chunk_k` /
 // `chunk_v` hold one view per metadata chunk. Returns [Nq, H, V] output and
-// [H, Nq] LSE, equal to one attention pass over context + new tokens.
+// [H, Nq] LSE, equal to one attention pass over context + new tokens. This
+// form allocates its results and workspace on `queue`; the one below does not.
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v);
+
+// Where a prefill step writes, all memory of the caller's (device memory of
+// the queue, or anything the queue can access).
+struct PrefillStepBuffers {
+  TensorView out;             // [Nq, H, V] in the backend's dtype, required
+  TensorView lse;             // [H, Nq] float32; empty view: not wanted
+  void* workspace = nullptr;  // prefill_step_workspace_size() bytes, 64-byte aligned
+  std::size_t workspace_bytes = 0;
+};
+
+// Bytes of workspace run_prefill_step needs for `metadata` (0 without context
+// chunks): the chunk results and the merges' second buffer.
+std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata);
+
+// The step without allocating: prepare() (which on GPU backends reuses its
+// metadata buffer once it is large enough), then every operation into
+// `buffers`. On a steady stream of steps no larger than an earlier one, it
+// makes no allocation and waits for nothing on the host.
+void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
+                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers);
 
 }  // namespace mla

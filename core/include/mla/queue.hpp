@@ -45,6 +45,24 @@ class Event {
   std::shared_ptr<detail::EventImpl> impl_;
 };
 
+// Where a queue's memory comes from. An engine that owns its device memory (a
+// caching allocator, a pool) gives the library one through
+// Queue::with_allocator; every allocation the library then makes on that
+// queue goes through it. Implementations must be thread-safe when the queue
+// is used from several threads.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // `bytes` (> 0) of `kind` memory the queue's device can use. Returns
+  // nullptr or throws on failure; the queue turns nullptr into Error(device).
+  virtual void* allocate(std::size_t bytes, MemoryKind kind) = 0;
+  // Frees what allocate returned, with the same kind. Work on the queue may
+  // still be reading it, as with cudaFree (which waits for the device): an
+  // allocator that reuses memory at once must order the reuse after the
+  // queue's work, e.g. as a stream-ordered pool does.
+  virtual void deallocate(void* ptr, MemoryKind kind) noexcept = 0;
+};
+
 // A handle to an in-order queue on one device; copies share the same queue.
 class Queue {
  public:
@@ -64,6 +82,14 @@ class Queue {
   void* native_stream() const;
   // Memory kind a kernel of this queue can read directly.
   bool can_access(MemoryKind kind) const;
+
+  // The same queue (stream, device, order) with allocations from `allocator`
+  // (not null). Buffers allocated before keep freeing through their own.
+  Queue with_allocator(std::shared_ptr<Allocator> allocator) const;
+  // What this queue allocates with: the vendor runtime (or the host heap) by
+  // default, or what with_allocator was given. An Allocator that wraps
+  // another, e.g. to count, starts from this.
+  std::shared_ptr<Allocator> allocator() const;
 
   void* malloc_device(std::size_t bytes);
   void* malloc_host(std::size_t bytes);

@@ -1,0 +1,102 @@
+// Caller-provided memory: a whole prefill step (new tokens, context chunks,
+// merges) into the caller's output, LSE and workspace equals the allocating
+// path bit for bit, and once warm it makes no allocation on the queue. An
+// allocator that counts (Queue::with_allocator) is the witness.
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "conformance/conformance_fixture.hpp"
+
+namespace mla::testing {
+namespace {
+
+class CountingAllocator final : public Allocator {
+ public:
+  explicit CountingAllocator(std::shared_ptr<Allocator> inner) : inner_(std::move(inner)) {}
+  void* allocate(std::size_t bytes, MemoryKind kind) override {
+    ++allocations_;
+    return inner_->allocate(bytes, kind);
+  }
+  void deallocate(void* ptr, MemoryKind kind) noexcept override { inner_->deallocate(ptr, kind); }
+  int allocations() const { return allocations_.load(); }
+
+ private:
+  std::shared_ptr<Allocator> inner_;
+  std::atomic<int> allocations_{0};
+};
+
+const std::vector<int> q_lens{1, 0, 17, 6, 33};
+const std::vector<std::vector<int>> chunk_lens{{5, 0, 40, 0, 17}, {0, 3, 11, 1, 0}, {2, 0, 0, 9, 0}};
+
+::testing::AssertionResult same_bytes(const HostTensor& a, const HostTensor& b, const char* what) {
+  if (a.storage_bytes() != b.storage_bytes())
+    return ::testing::AssertionFailure() << what << ": " << a.storage_bytes() << " vs " << b.storage_bytes()
+                                         << " bytes";
+  if (std::memcmp(a.storage(), b.storage(), a.storage_bytes()) != 0)
+    return ::testing::AssertionFailure() << what << " differs from the allocating path";
+  return ::testing::AssertionSuccess();
+}
+
+class CallerMemory : public Conformance {};
+
+// 0 to 3 chunks: both parities of the merge ping-pong, and the step without context.
+TEST_P(CallerMemory, PrefillStepIntoCallerBuffersEqualsAllocatingPathAndAllocatesNothing) {
+  for (std::size_t num_chunks = 0; num_chunks <= chunk_lens.size(); ++num_chunks) {
+    SCOPED_TRACE(std::to_string(num_chunks) + " chunk(s)");
+    PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
+    std::vector<Operands> chunks;
+    std::vector<TensorView> chunk_k, chunk_v;
+    for (std::size_t c = 0; c < num_chunks; ++c) {
+      meta.add_chunk(chunk_lens[c]);
+      std::int64_t keys = 0;
+      for (int n : chunk_lens[c]) keys += n;
+      chunks.push_back(random_operands(0, keys));
+    }
+    for (const Operands& chunk : chunks) {
+      chunk_k.push_back(chunk.dk.view);
+      chunk_v.push_back(chunk.dv.view);
+    }
+    const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+    const std::int64_t nq = meta.num_q_tokens();
+
+    auto counter = std::make_shared<CountingAllocator>(queue_.allocator());
+    Queue counted = queue_.with_allocator(counter);
+    // The allocating path, on the counting queue: the counter sees its allocations.
+    const AttentionResult allocated =
+        run_prefill_step(*backend_, counted, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+    counted.wait();
+    ASSERT_GT(counter->allocations(), 0);
+    const HostTensor expected_out = fetch(allocated.out);
+    const HostTensor expected_lse = fetch(allocated.lse);
+
+    // The caller's buffers come from the plain queue, poisoned (all bits set: NaN in every float dtype).
+    OwnedTensor out = OwnedTensor::device(queue_, dtype(), {nq, heads(), v_dim()});
+    OwnedTensor lse = OwnedTensor::device(queue_, DType::float32, {heads(), nq});
+    UsmBuffer workspace = UsmBuffer::device(queue_, prefill_step_workspace_size(params_, meta));
+    const PrefillStepBuffers buffers{out.view, lse.view, workspace.get(), workspace.bytes()};
+    for (int step = 0; step < 3; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
+      queue_.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
+      const int before = counter->allocations();
+      run_prefill_step(*backend_, counted, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, buffers);
+      counted.wait();
+      // Step 0 may size the backend's metadata buffer; after that, nothing.
+      if (step > 0) {
+        EXPECT_EQ(counter->allocations(), before) << "allocations in the steady state";
+      }
+      EXPECT_TRUE(same_bytes(fetch(out.view), expected_out, "out"));
+      EXPECT_TRUE(same_bytes(fetch(lse.view), expected_lse, "lse"));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CallerMemory,
+                         ::testing::Values(ConformanceShape{DType::bfloat16, deepseek_dims, 4},
+                                           ConformanceShape{DType::float16, {64, 64, 128}, 1},
+                                           ConformanceShape{DType::float32, deepseek_dims, 2}),
+                         shape_name);
+
+}  // namespace
+}  // namespace mla::testing
