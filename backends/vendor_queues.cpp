@@ -46,6 +46,20 @@ std::shared_ptr<QueueImpl> make_vendor_queue(DeviceBackend backend, int device_i
                                           " queue (use the " + std::string(device_backend_name(backend)) + " preset)");
 }
 
+std::shared_ptr<QueueImpl> borrow_vendor_queue(DeviceBackend backend, int device_index, void* stream) {
+#if MLA_WITH_CUDA
+  if (backend == DeviceBackend::cuda) return borrow_cuda_queue(device_index, stream);
+#endif
+#if MLA_WITH_HIP
+  if (backend == DeviceBackend::hip) return borrow_hip_queue(device_index, stream);
+#endif
+  (void)device_index;
+  (void)stream;
+  raise(ErrorCategory::not_supported, "this build of mlaprefill has no " + std::string(device_backend_name(backend)) +
+                                          " queue to borrow a stream with (use the " +
+                                          std::string(device_backend_name(backend)) + " preset)");
+}
+
 std::optional<DeviceBackend> default_vendor_queue() {
 #if MLA_WITH_CUDA
   if (!detect_devices().empty()) return DeviceBackend::cuda;

@@ -82,9 +82,15 @@ class GpuQueue final : public QueueImpl {
     stream_ = gpu::create_stream(context());
   }
 
+  // Over the caller's stream, which stays the caller's to destroy.
+  GpuQueue(int device_index, gpu::Stream borrowed)
+      : device_(device_index), capability_(capability_of(device_index)), stream_(borrowed), owns_stream_(false) {}
+
   // Work still in flight finishes; buffers of this queue keep it alive, so
   // nothing the stream uses is freed before this point.
-  ~GpuQueue() override { gpu::destroy_stream(stream_); }
+  ~GpuQueue() override {
+    if (owns_stream_) gpu::destroy_stream(stream_);
+  }
   GpuQueue(const GpuQueue&) = delete;
   GpuQueue& operator=(const GpuQueue&) = delete;
 
@@ -92,6 +98,7 @@ class GpuQueue final : public QueueImpl {
   int device_index() const override { return device_; }
   const DeviceCapability& capability() const override { return capability_; }
   void* native_stream() const override { return static_cast<void*>(stream_); }
+  bool owns_stream() const override { return owns_stream_; }
 
   // Kernels read device, pinned-host and managed memory through the queue's
   // allocations; plain pageable host memory is reachable from a kernel only on
@@ -142,7 +149,8 @@ class GpuQueue final : public QueueImpl {
 
  private:
   std::string context(const std::string& detail = {}) const {
-    std::string text = std::string(gpu::vendor_name) + " queue on device " + std::to_string(device_);
+    std::string text = std::string(gpu::vendor_name) + (owns_stream_ ? "" : " borrowed-stream") + " queue on device " +
+                       std::to_string(device_);
     if (!detail.empty()) text += ", " + detail;
     return text;
   }
@@ -150,14 +158,21 @@ class GpuQueue final : public QueueImpl {
   int device_;
   DeviceCapability capability_;
   gpu::Stream stream_ = nullptr;
+  bool owns_stream_ = true;
 };
 
 }  // namespace
 
 #if defined(MLA_HIP_COMPILE)
 std::shared_ptr<QueueImpl> make_hip_queue(int device_index) { return std::make_shared<GpuQueue>(device_index); }
+std::shared_ptr<QueueImpl> borrow_hip_queue(int device_index, void* stream) {
+  return std::make_shared<GpuQueue>(device_index, static_cast<gpu::Stream>(stream));
+}
 #else
 std::shared_ptr<QueueImpl> make_cuda_queue(int device_index) { return std::make_shared<GpuQueue>(device_index); }
+std::shared_ptr<QueueImpl> borrow_cuda_queue(int device_index, void* stream) {
+  return std::make_shared<GpuQueue>(device_index, static_cast<gpu::Stream>(stream));
+}
 #endif
 
 }  // namespace mla::detail

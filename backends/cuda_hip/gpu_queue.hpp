@@ -11,5 +11,8 @@ namespace mla::detail {
 
 std::shared_ptr<QueueImpl> make_cuda_queue(int device_index);
 std::shared_ptr<QueueImpl> make_hip_queue(int device_index);
+// Queues over the caller's stream, which they never destroy.
+std::shared_ptr<QueueImpl> borrow_cuda_queue(int device_index, void* stream);
+std::shared_ptr<QueueImpl> borrow_hip_queue(int device_index, void* stream);
 
 }  // namespace mla::detail

@@ -30,6 +30,7 @@ class AllocatorQueue final : public detail::QueueImpl {
   int device_index() const override { return inner_->device_index(); }
   const DeviceCapability& capability() const override { return inner_->capability(); }
   void* native_stream() const override { return inner_->native_stream(); }
+  bool owns_stream() const override { return inner_->owns_stream(); }
   bool can_access(MemoryKind kind) const override { return inner_->can_access(kind); }
   void* allocate(std::size_t bytes, MemoryKind kind) override {
     if (bytes == 0) return nullptr;

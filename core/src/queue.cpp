@@ -27,7 +27,7 @@ bool device_backend_built(DeviceBackend backend) {
 
 namespace {
 
-std::shared_ptr<detail::QueueImpl> make_queue(DeviceBackend backend, int device_index) {
+void require_built(DeviceBackend backend) {
   if (!device_backend_built(backend)) {
     raise(ErrorCategory::not_supported,
           fmt::format("cannot create a {} queue: this build of mlaprefill was configured without {} "
@@ -35,6 +35,10 @@ std::shared_ptr<detail::QueueImpl> make_queue(DeviceBackend backend, int device_
                       device_backend_name(backend), backend == DeviceBackend::cuda ? "CUDA" : "HIP",
                       device_backend_name(backend)));
   }
+}
+
+std::shared_ptr<detail::QueueImpl> make_queue(DeviceBackend backend, int device_index) {
+  require_built(backend);
   if (backend == DeviceBackend::host) return detail::make_host_queue();
   return detail::make_vendor_queue(backend, device_index);
 }
@@ -55,10 +59,19 @@ Queue Queue::default_queue() {
   return host();
 }
 
+Queue Queue::borrow(DeviceBackend backend, int device_index, void* stream) {
+  if (backend == DeviceBackend::host) {
+    raise(ErrorCategory::invalid_argument, "Queue::borrow: the host queue has no stream to borrow; use Queue::host()");
+  }
+  require_built(backend);
+  return Queue(detail::borrow_vendor_queue(backend, device_index, stream));
+}
+
 DeviceBackend Queue::backend() const { return checked(impl_)->backend(); }
 int Queue::device_index() const { return checked(impl_)->device_index(); }
 const DeviceCapability& Queue::capability() const { return checked(impl_)->capability(); }
 void* Queue::native_stream() const { return checked(impl_)->native_stream(); }
+bool Queue::owns_stream() const { return checked(impl_)->owns_stream(); }
 bool Queue::can_access(MemoryKind kind) const { return checked(impl_)->can_access(kind); }
 
 void* Queue::malloc_device(std::size_t bytes) { return checked(impl_)->allocate(bytes, MemoryKind::device); }
@@ -87,8 +100,8 @@ void Queue::wait() { checked(impl_)->wait(); }
 std::string Queue::describe() const {
   const auto& impl = checked(impl_);
   if (impl->backend() == DeviceBackend::host) return "host queue";
-  return fmt::format("{} queue on device {} ({})", device_backend_name(impl->backend()), impl->device_index(),
-                     impl->capability().describe());
+  return fmt::format("{} queue on device {} ({}){}", device_backend_name(impl->backend()), impl->device_index(),
+                     impl->capability().describe(), impl->owns_stream() ? "" : ", on a borrowed stream");
 }
 
 double Event::elapsed_ms(const Event& start, const Event& end) {

@@ -77,6 +77,27 @@ TEST(Queue, UnbuiltVendorIsAClearError) {
   }
 }
 
+TEST(Queue, BorrowingNeedsAGpuStreamTheBuildHas) {
+  try {
+    (void)mla::Queue::borrow(mla::DeviceBackend::host, 0, nullptr);
+    FAIL() << "borrowed a host stream";
+  } catch (const mla::Error& e) {
+    EXPECT_EQ(e.category(), mla::ErrorCategory::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("the host queue has no stream to borrow"), std::string::npos) << e.what();
+  }
+  for (mla::DeviceBackend backend : {mla::DeviceBackend::cuda, mla::DeviceBackend::hip}) {
+    if (mla::device_backend_built(backend)) continue;
+    try {
+      (void)mla::Queue::borrow(backend, 0, nullptr);
+      FAIL() << "borrowed a stream of an unbuilt backend";
+    } catch (const mla::Error& e) {
+      EXPECT_EQ(e.category(), mla::ErrorCategory::not_supported);
+      EXPECT_NE(std::string(e.what()).find("configured without"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(mla::Queue::host().owns_stream());
+}
+
 TEST(Queue, DefaultQueueIsHostWithoutDevices) {
   if (!mla::detect_devices().empty()) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(mla::Queue::default_queue().backend(), mla::DeviceBackend::host);

@@ -91,6 +91,35 @@ TEST_F(CudaQueueTest, EventsMeasureTime) {
   EXPECT_THROW(Event::elapsed_ms(start, other), Error);
 }
 
+// An engine's stream: the borrowed queue enqueues on it in order with the
+// owner's work and leaves it alive when it goes.
+TEST_F(CudaQueueTest, BorrowedStreamIsUsedNotOwned) {
+  Queue owner(DeviceBackend::cuda, 0);
+  const std::size_t bytes = 1 << 20;
+  const std::vector<std::uint8_t> source = random_bytes(bytes, 3);
+  UsmBuffer a = UsmBuffer::device(owner, bytes);
+  std::vector<std::uint8_t> back(bytes, 0);
+  {
+    Queue borrowed = Queue::borrow(DeviceBackend::cuda, 0, owner.native_stream());
+    EXPECT_FALSE(borrowed.owns_stream());
+    EXPECT_TRUE(owner.owns_stream());
+    EXPECT_EQ(borrowed.native_stream(), owner.native_stream());
+    EXPECT_NE(borrowed.describe().find("on a borrowed stream"), std::string::npos) << borrowed.describe();
+    owner.memcpy(a.get(), source.data(), bytes);  // the engine's work
+    borrowed.memcpy(back.data(), a.get(), bytes);  // ordered after it on the same stream
+    borrowed.wait();
+  }
+  EXPECT_EQ(back, source);
+  // The stream outlived the borrowed queue.
+  owner.memset(a.get(), 0, bytes);
+  EXPECT_NO_THROW(owner.wait());
+  // The legacy default stream can be borrowed too.
+  Queue legacy = Queue::borrow(DeviceBackend::cuda, 0, nullptr);
+  legacy.memset(a.get(), 1, bytes);
+  EXPECT_NO_THROW(legacy.wait());
+  EXPECT_THROW((void)Queue::borrow(DeviceBackend::cuda, static_cast<int>(detect_devices().size()), nullptr), Error);
+}
+
 TEST_F(CudaQueueTest, FailedAllocationIsADeviceError) {
   Queue queue(DeviceBackend::cuda, 0);
   try {

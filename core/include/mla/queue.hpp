@@ -74,12 +74,23 @@ class Queue {
   Queue(DeviceBackend backend, int device_index = 0);
   // The first GPU this build can use, else the host queue.
   static Queue default_queue();
+  // A queue on the caller's stream (a cudaStream_t / hipStream_t of GPU
+  // `device_index`, as void*; nullptr is the device's legacy default
+  // stream). Work is enqueued on it in order with the caller's own, which
+  // is what CUDA-graph capture on an engine's stream needs. The queue never
+  // creates, destroys or synchronises the stream except when asked to
+  // (wait(), Event::wait / elapsed_ms, a memset of host memory). Raises
+  // Error(invalid_argument) for the host backend, and as Queue(backend,
+  // device_index) does when the build or the machine lacks the device.
+  static Queue borrow(DeviceBackend backend, int device_index, void* stream);
 
   DeviceBackend backend() const;
   int device_index() const;
   const DeviceCapability& capability() const;
   // cudaStream_t / hipStream_t as void*, nullptr on the host queue.
   void* native_stream() const;
+  // False for a queue made by borrow(): the stream is the caller's.
+  bool owns_stream() const;
   // Memory kind a kernel of this queue can read directly.
   bool can_access(MemoryKind kind) const;
 

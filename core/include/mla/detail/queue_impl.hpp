@@ -25,6 +25,7 @@ class QueueImpl {
   virtual int device_index() const = 0;
   virtual const DeviceCapability& capability() const = 0;
   virtual void* native_stream() const = 0;
+  virtual bool owns_stream() const { return true; }
   virtual bool can_access(MemoryKind kind) const = 0;
   virtual void* allocate(std::size_t bytes, MemoryKind kind) = 0;
   virtual void deallocate(void* ptr, MemoryKind kind) noexcept = 0;
@@ -44,6 +45,8 @@ bool vendor_queue_built(DeviceBackend backend);
 // A queue on device `device_index` of `backend`; raises Error(not_supported)
 // when the build has none.
 std::shared_ptr<QueueImpl> make_vendor_queue(DeviceBackend backend, int device_index);
+// A queue over the caller's `stream` of that device, which it does not own.
+std::shared_ptr<QueueImpl> borrow_vendor_queue(DeviceBackend backend, int device_index, void* stream);
 // The vendor a default queue runs on: the built one when it sees a device.
 std::optional<DeviceBackend> default_vendor_queue();
 
