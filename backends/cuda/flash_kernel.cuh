@@ -102,9 +102,12 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
 
   // Heads vary fastest: all heads of the heaviest tile are dispatched first.
   const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
-  const gpu::WorkItem item = p.work[blockIdx.x / static_cast<unsigned>(p.num_heads)];
+  const gpu::WorkItem item =
+      gpu::work_item(p.work, p.tiles_per_seq, static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_heads)));
   const int q_start = p.cu_seqlens_q[item.seq];
   const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
+  // Only without a work list: a tile past the sequence's end (uniform per block, before any barrier).
+  if (item.q_tile * block_rows >= seqlen_q) return;
   const int k_start = p.cu_seqlens_k[item.seq];
   const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
   const int row0 = item.q_tile * block_rows;

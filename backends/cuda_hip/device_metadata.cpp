@@ -1,5 +1,6 @@
 #include "device_metadata.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "mla/error.hpp"
@@ -31,7 +32,38 @@ DeviceMetadata::PhaseOffsets DeviceMetadata::append_phase(const std::vector<std:
   return offsets;
 }
 
+void DeviceMetadata::bind(Queue& queue, const DevicePrefillMetadata& metadata, TileShape tile) {
+  tile_ = tile;
+  backend_ = queue.backend();
+  device_index_ = queue.device_index();
+  const std::int64_t tiles = ceil_div(metadata.max_seqlen_q, tile.rows);
+  const std::int64_t items = tiles * metadata.batch_size;
+  if (items > INT32_MAX) {
+    raise(ErrorCategory::invalid_argument, "device metadata: " + std::to_string(metadata.batch_size) +
+                                               " sequences of up to " + std::to_string(metadata.max_seqlen_q) +
+                                               " queries need more thread blocks than one launch has");
+  }
+  const auto phase = [&](const std::int32_t* cu_k, bool causal) {
+    DevicePhase p;
+    p.cu_seqlens_q = metadata.cu_seqlens_q;
+    p.cu_seqlens_k = cu_k;
+    p.num_work = static_cast<std::int32_t>(items);
+    p.tiles_per_seq = static_cast<std::int32_t>(tiles);
+    p.causal = causal;
+    return p;
+  };
+  bound_phases_.clear();
+  bound_phases_.push_back(phase(metadata.cu_seqlens_k, metadata.causal));
+  for (const DevicePrefillMetadata::Chunk& chunk : metadata.chunks)
+    bound_phases_.push_back(phase(chunk.cu_seqlens_k, false));
+  chunk_offsets_.clear();
+  words_.clear();
+  bound_ = true;
+}
+
 void DeviceMetadata::upload(Queue& queue, const PrefillMetadata& metadata, TileShape tile, bool reuse) {
+  bound_ = false;
+  bound_phases_.clear();
   const DeviceBackend previous_backend = backend_;
   const int previous_device = device_index_;
   words_.clear();
@@ -71,13 +103,14 @@ DevicePhase DeviceMetadata::resolve(const PhaseOffsets& offsets) const {
   return phase;
 }
 
-DevicePhase DeviceMetadata::new_tokens() const { return resolve(new_tokens_); }
+DevicePhase DeviceMetadata::new_tokens() const { return bound_ ? bound_phases_.front() : resolve(new_tokens_); }
 
 DevicePhase DeviceMetadata::chunk(int index) const {
   if (index < 0 || index >= num_chunks()) {
     raise(ErrorCategory::invalid_argument, "context chunk " + std::to_string(index) + " does not exist: the step has " +
                                                std::to_string(num_chunks()) + " chunk(s)");
   }
+  if (bound_) return bound_phases_[static_cast<std::size_t>(index) + 1];
   return resolve(chunk_offsets_[static_cast<std::size_t>(index)]);
 }
 

@@ -17,8 +17,9 @@ namespace mla::gpu {
 struct DevicePhase {
   const std::int32_t* cu_seqlens_q = nullptr;  // [B+1]
   const std::int32_t* cu_seqlens_k = nullptr;  // [B+1]
-  const WorkItem* work = nullptr;              // [num_work], heaviest first
+  const WorkItem* work = nullptr;              // [num_work], heaviest first; null: tiles_per_seq
   std::int32_t num_work = 0;
+  std::int32_t tiles_per_seq = 0;  // without a work list (gpu::work_item)
   bool causal = false;
 };
 
@@ -32,11 +33,16 @@ class DeviceMetadata {
   // when it is large enough: a steady stream of steps then allocates nothing.
   void upload(Queue& queue, const PrefillMetadata& metadata, TileShape tile, bool reuse = false);
 
-  bool uploaded() const { return static_cast<bool>(buffer_); }
+  // Uses the caller's arrays where they are (device metadata): no work
+  // lists, no copy, no allocation. The kernels cover max_seqlen_q tiles of
+  // every sequence and skip the empty ones.
+  void bind(Queue& queue, const DevicePrefillMetadata& metadata, TileShape tile);
+
+  bool uploaded() const { return bound_ || static_cast<bool>(buffer_); }
   DevicePhase new_tokens() const;
   // Raises Error(invalid_argument) for an index outside [0, num_chunks()).
   DevicePhase chunk(int index) const;
-  int num_chunks() const { return static_cast<int>(chunk_offsets_.size()); }
+  int num_chunks() const { return static_cast<int>(bound_ ? bound_phases_.size() - 1 : chunk_offsets_.size()); }
   TileShape tile() const { return tile_; }
   // Device and backend of the queue the data lives on.
   DeviceBackend backend() const { return backend_; }
@@ -66,6 +72,9 @@ class DeviceMetadata {
   TileShape tile_;
   DeviceBackend backend_ = DeviceBackend::host;
   int device_index_ = 0;
+  // bind(): the phases point at the caller's arrays.
+  bool bound_ = false;
+  std::vector<DevicePhase> bound_phases_;  // new tokens, then every chunk
 };
 
 }  // namespace mla::gpu

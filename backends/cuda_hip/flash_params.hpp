@@ -29,8 +29,11 @@ struct FlashParams {
 
   const std::int32_t* cu_seqlens_q = nullptr;  // [B+1], device
   const std::int32_t* cu_seqlens_k = nullptr;  // [B+1], device
-  const gpu::WorkItem* work = nullptr;         // [num_work], heaviest first, device
+  const gpu::WorkItem* work = nullptr;         // [num_work], heaviest first, device; null: see tiles_per_seq
   std::int32_t num_work = 0;
+  // Without a work list: query tiles per sequence (gpu::work_item), and
+  // num_work is batch size * tiles_per_seq.
+  std::int32_t tiles_per_seq = 0;
   std::int32_t num_heads = 0;
   // Whether each query sees only keys up to its diagonal. The HIP kernel reads
   // it; the CUDA kernel is instantiated per causality and the dispatch picks.

@@ -79,6 +79,20 @@ void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
   ran_on_other_stream_ = false;
 }
 
+void GpuFlashBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) {
+  require_queue(queue, "prepare_device", false);
+  record_device_step(metadata);
+  if (!queue.can_access(metadata.memory)) {
+    raise(ErrorCategory::invalid_argument, std::string(vendor_.backend_name) +
+                                               " prepare_device: the cu_seqlens are in " +
+                                               std::string(memory_kind_name(metadata.memory)) +
+                                               " memory, which the queue " + queue.describe() + " cannot access");
+  }
+  device_metadata_.bind(queue, metadata, gpu::TileShape{tile_.block_rows, tile_.block_cols});
+  prepared_queue_ = queue;
+  ran_on_other_stream_ = false;
+}
+
 AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
                                                 const TensorView& v, bool return_lse, std::optional<TensorView> out,
                                                 std::optional<float> out_scale, std::optional<TensorView> lse) {
@@ -89,7 +103,7 @@ AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& 
   check_kernel_layout(v, "v");
   if (out) check_kernel_layout(*out, "out");
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), return_lse, out, out_dtype, lse);
+  AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
   launch(queue, device_metadata_.new_tokens(), q, k, v, result, out_scale);
   return result;
 }
@@ -103,7 +117,7 @@ AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index
   check_kernel_layout(k, "chunk k");
   check_kernel_layout(v, "chunk v");
   if (out) check_kernel_layout(*out, "chunk out");
-  AttentionResult result = allocate_result(queue, metadata().num_q_tokens(), true, out, params().dtype, lse);
+  AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
   launch(queue, device_metadata_.chunk(chunk_index), q, k, v, result, std::nullopt);
   return result;
 }
@@ -144,6 +158,7 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   p.cu_seqlens_k = phase.cu_seqlens_k;
   p.work = phase.work;
   p.num_work = phase.num_work;
+  p.tiles_per_seq = phase.tiles_per_seq;
   p.num_heads = params().num_heads;
   p.causal = phase.causal;
   p.scale_log2 = params().scale * gpu::log2e;

@@ -43,6 +43,8 @@ class GpuFlashBackend final : public PrefillBackend {
 
   std::string name() const override { return vendor_.backend_name; }
   void prepare(Queue& queue, const PrefillMetadata& metadata) override;
+  // Binds the caller's device arrays: nothing is copied, allocated or waited for.
+  void prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) override;
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                  bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<float> out_scale = std::nullopt,

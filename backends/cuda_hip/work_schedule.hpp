@@ -58,6 +58,16 @@ MLA_HOST_DEVICE inline int unmasked_key_tiles(int q_tile, int seqlen_q, int seql
   return tile_unmasked_key_end(q_tile * tile.rows, seqlen_q, seqlen_k, causal) / tile.cols;
 }
 
+// The item of work index `w`: the planner's list when there is one. Without
+// one (metadata that lives on the device, whose lengths the host never
+// reads), every sequence gets `tiles_per_seq` consecutive indices, its last
+// tile first (under a causal mask the last tile is the heaviest); a tile past
+// the end of its sequence is empty and its block returns at once.
+MLA_HOST_DEVICE inline WorkItem work_item(const WorkItem* list, int tiles_per_seq, int w) {
+  if (list != nullptr) return list[w];
+  return WorkItem{w / tiles_per_seq, tiles_per_seq - 1 - w % tiles_per_seq};
+}
+
 // Every (sequence, query tile) of a batch, heaviest first (most key tiles), so
 // the long causal tiles start early and the short ones fill the tail. Ties
 // keep sequence order. Sequences without queries give no item; sequences

@@ -143,10 +143,12 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   alignas(16) __shared__ short k_lds[c.k_tile_elements()];
   alignas(16) __shared__ short vt_lds[c.vt_tile_elements()];
 
-  const gpu::WorkItem item = p.work[blockIdx.x];
+  const gpu::WorkItem item = gpu::work_item(p.work, p.tiles_per_seq, static_cast<int>(blockIdx.x));
   const int head = static_cast<int>(blockIdx.y);
   const int q_start = p.cu_seqlens_q[item.seq];
   const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
+  // Only without a work list: a tile past the sequence's end (uniform per block, before any barrier).
+  if (item.q_tile * c.block_rows() >= seqlen_q) return;
   const int k_start = p.cu_seqlens_k[item.seq];
   const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
   const int block_row = item.q_tile * c.block_rows();

@@ -58,7 +58,7 @@ void dispatch(const FlashParams& params, int head_dim_qk, int head_dim_v, std::i
 std::vector<MemoryRange> flash_input_ranges(const FlashParams& params, int head_dim_qk, int head_dim_v) {
   std::int32_t end_q = 0, end_k = 0;
   for (std::int32_t i = 0; i < params.num_work; ++i) {
-    const std::int32_t seq = params.work[i].seq;
+    const std::int32_t seq = gpu::work_item(params.work, params.tiles_per_seq, i).seq;
     end_q = std::max(end_q, params.cu_seqlens_q[seq + 1]);
     end_k = std::max(end_k, params.cu_seqlens_k[seq + 1]);
   }

@@ -198,11 +198,40 @@ PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
 void PrefillBackend::prepare(Queue& /*queue*/, const PrefillMetadata& metadata) {
   check_metadata(metadata);
   metadata_ = metadata;
+  StepSizes sizes;
+  sizes.batch_size = metadata.batch_size();
+  sizes.num_q_tokens = metadata.num_q_tokens();
+  sizes.num_k_tokens = metadata.num_k_tokens();
+  for (const PrefillMetadata::Chunk& chunk : metadata.chunks) sizes.chunk_k_tokens.push_back(chunk.cu_seqlens_k.back());
+  sizes_ = std::move(sizes);
+}
+
+void PrefillBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) {
+  prepare(queue, read_device_metadata(queue, metadata));
+}
+
+void PrefillBackend::record_device_step(const DevicePrefillMetadata& metadata) {
+  check_device_metadata(metadata);
+  StepSizes sizes;
+  sizes.batch_size = metadata.batch_size;
+  sizes.num_q_tokens = metadata.num_q_tokens;
+  sizes.num_k_tokens = metadata.num_k_tokens;
+  for (const DevicePrefillMetadata::Chunk& chunk : metadata.chunks) sizes.chunk_k_tokens.push_back(chunk.num_k_tokens);
+  metadata_.reset();
+  sizes_ = std::move(sizes);
 }
 
 const PrefillMetadata& PrefillBackend::metadata() const {
-  if (!metadata_) bad_argument(name() + ": prepare() must be called before running attention");
+  if (!sizes_) bad_argument(name() + ": prepare() must be called before running attention");
+  if (!metadata_) {
+    bad_argument(name() + ": the step was prepared from device metadata, whose lengths this backend never read back");
+  }
   return *metadata_;
+}
+
+const StepSizes& PrefillBackend::step_sizes() const {
+  if (!sizes_) bad_argument(name() + ": prepare() must be called before running attention");
+  return *sizes_;
 }
 
 bool PrefillBackend::supports_quant_output(QuantKey /*key*/) const { return false; }
@@ -210,22 +239,22 @@ bool PrefillBackend::supports_quant_output(QuantKey /*key*/) const { return fals
 void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
                                            const std::optional<TensorView>& out, const std::optional<float>& out_scale,
                                            const std::optional<TensorView>& lse) const {
-  const PrefillMetadata& meta = metadata();
+  const StepSizes& meta = step_sizes();
   const std::int64_t heads = params_.num_heads;
   const std::int64_t dqk = params_.dims.qk_head_dim();
   const std::int64_t dv = params_.dims.v_head_dim;
   const char* dtype_source = "the backend's dtype";
-  check_operand(q, {"q", params_.dtype, dtype_source, meta.num_q_tokens(), "cu_seqlens_q", heads, dqk, "qk_head_dim"});
-  check_operand(k, {"k", params_.dtype, dtype_source, meta.num_k_tokens(), "cu_seqlens_k", heads, dqk, "qk_head_dim"});
-  check_operand(v, {"v", params_.dtype, dtype_source, meta.num_k_tokens(), "cu_seqlens_k", heads, dv, "v_head_dim"});
+  check_operand(q, {"q", params_.dtype, dtype_source, meta.num_q_tokens, "cu_seqlens_q", heads, dqk, "qk_head_dim"});
+  check_operand(k, {"k", params_.dtype, dtype_source, meta.num_k_tokens, "cu_seqlens_k", heads, dqk, "qk_head_dim"});
+  check_operand(v, {"v", params_.dtype, dtype_source, meta.num_k_tokens, "cu_seqlens_k", heads, dv, "v_head_dim"});
   if (out_scale && !supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor))
     raise(ErrorCategory::not_supported, name() + " cannot write float8_e4m3 output (out_scale was given)");
   if (out_scale) check_out_scale(*out_scale);
   if (out) {
-    check_operand(*out, {"out", std::nullopt, "", meta.num_q_tokens(), "cu_seqlens_q", heads, dv, "v_head_dim"});
+    check_operand(*out, {"out", std::nullopt, "", meta.num_q_tokens, "cu_seqlens_q", heads, dv, "v_head_dim"});
     check_out_dtype(*out, params_.dtype, out_scale);
   }
-  if (lse) check_lse(*lse, "lse", heads, meta.num_q_tokens());
+  if (lse) check_lse(*lse, "lse", heads, meta.num_q_tokens);
 }
 
 void PrefillBackend::check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k,
@@ -243,29 +272,28 @@ void PrefillBackend::check_new_tokens_args(const Queue& queue, const TensorView&
 void PrefillBackend::check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
                                       const std::optional<TensorView>& out,
                                       const std::optional<TensorView>& lse) const {
-  const PrefillMetadata& meta = metadata();
-  if (chunk_index < 0 || static_cast<std::size_t>(chunk_index) >= meta.chunks.size()) {
+  const StepSizes& meta = step_sizes();
+  if (chunk_index < 0 || static_cast<std::size_t>(chunk_index) >= meta.chunk_k_tokens.size()) {
     bad_argument("chunk_index " + std::to_string(chunk_index) + " is out of range: the metadata has " +
-                 std::to_string(meta.chunks.size()) + " context chunks");
+                 std::to_string(meta.chunk_k_tokens.size()) + " context chunks");
   }
-  const auto& cu_k = meta.chunks[static_cast<std::size_t>(chunk_index)].cu_seqlens_k;
-  const std::int64_t chunk_tokens = cu_k.empty() ? 0 : cu_k.back();
+  const std::int64_t chunk_tokens = meta.chunk_k_tokens[static_cast<std::size_t>(chunk_index)];
   const std::int64_t heads = params_.num_heads;
   const std::int64_t dqk = params_.dims.qk_head_dim();
   const std::int64_t dv = params_.dims.v_head_dim;
   const std::string k_name = "chunk " + std::to_string(chunk_index) + " k";
   const std::string v_name = "chunk " + std::to_string(chunk_index) + " v";
   const char* dtype_source = "the backend's dtype";
-  check_operand(q, {"q", params_.dtype, dtype_source, meta.num_q_tokens(), "cu_seqlens_q", heads, dqk, "qk_head_dim"});
+  check_operand(q, {"q", params_.dtype, dtype_source, meta.num_q_tokens, "cu_seqlens_q", heads, dqk, "qk_head_dim"});
   check_operand(k, {k_name.c_str(), params_.dtype, dtype_source, chunk_tokens, "the chunk's cu_seqlens_k", heads, dqk,
                     "qk_head_dim"});
   check_operand(v, {v_name.c_str(), params_.dtype, dtype_source, chunk_tokens, "the chunk's cu_seqlens_k", heads, dv,
                     "v_head_dim"});
   if (out) {
     check_operand(
-        *out, {"chunk out", params_.dtype, dtype_source, meta.num_q_tokens(), "cu_seqlens_q", heads, dv, "v_head_dim"});
+        *out, {"chunk out", params_.dtype, dtype_source, meta.num_q_tokens, "cu_seqlens_q", heads, dv, "v_head_dim"});
   }
-  if (lse) check_lse(*lse, "chunk lse", heads, meta.num_q_tokens());
+  if (lse) check_lse(*lse, "chunk lse", heads, meta.num_q_tokens);
 }
 
 void PrefillBackend::check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,

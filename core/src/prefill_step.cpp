@@ -73,33 +73,33 @@ class WorkspaceCursor {
   MemoryKind memory_;
 };
 
-void check_chunk_views(const PrefillMetadata& metadata, const std::vector<TensorView>& chunk_k,
+void check_chunk_views(std::size_t num_chunks, const std::vector<TensorView>& chunk_k,
                        const std::vector<TensorView>& chunk_v) {
-  if (chunk_k.size() != metadata.chunks.size() || chunk_v.size() != metadata.chunks.size()) {
-    raise(ErrorCategory::invalid_argument, "run_prefill_step: the metadata has " +
-                                               std::to_string(metadata.chunks.size()) + " context chunks but " +
-                                               std::to_string(chunk_k.size()) + " chunk_k and " +
-                                               std::to_string(chunk_v.size()) + " chunk_v views were given");
+  if (chunk_k.size() != num_chunks || chunk_v.size() != num_chunks) {
+    raise(ErrorCategory::invalid_argument, "run_prefill_step: the metadata has " + std::to_string(num_chunks) +
+                                               " context chunks but " + std::to_string(chunk_k.size()) +
+                                               " chunk_k and " + std::to_string(chunk_v.size()) +
+                                               " chunk_v views were given");
   }
 }
 
-}  // namespace
-
-std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata) {
-  const std::int64_t num_q = metadata.num_q_tokens();
+std::size_t workspace_size(const BackendParams& params, std::int64_t num_q, std::size_t num_chunks) {
   // An LSE for the result when the caller wants none (the merges need one).
   std::size_t bytes = aligned(static_cast<std::size_t>(num_q * params.num_heads) * sizeof(float));
   // The chunk's own result, and the second buffer of the merge ping-pong.
-  if (!metadata.chunks.empty()) bytes += 2 * partial_bytes(params, num_q);
+  if (num_chunks > 0) bytes += 2 * partial_bytes(params, num_q);
   return bytes;
 }
 
-void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
-                      const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
-  check_chunk_views(metadata, chunk_k, chunk_v);
+// The step once its metadata is known in either form: `prepare` runs the
+// backend's prepare() or prepare_device().
+template <class Prepare>
+void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::size_t chunks, Prepare&& prepare,
+              const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
+              const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
+  check_chunk_views(chunks, chunk_k, chunk_v);
   const BackendParams& params = backend.params();
-  const std::size_t needed = prefill_step_workspace_size(params, metadata);
+  const std::size_t needed = workspace_size(params, num_q, chunks);
   if (buffers.workspace_bytes < needed || (needed > 0 && buffers.workspace == nullptr)) {
     raise(ErrorCategory::invalid_argument, "run_prefill_step: the step needs " + std::to_string(needed) +
                                                " bytes of workspace (prefill_step_workspace_size); got " +
@@ -112,11 +112,9 @@ void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetada
   if (buffers.out.empty_view()) raise(ErrorCategory::invalid_argument, "run_prefill_step: buffers.out is missing");
   // Device memory of the queue: on a host queue that is host memory too.
   WorkspaceCursor cursor(buffers, MemoryKind::device);
-  const std::int64_t num_q = metadata.num_q_tokens();
   const Partial result{buffers.out, buffers.lse.empty_view() ? cursor.lse(params, num_q) : buffers.lse};
 
-  backend.prepare(queue, metadata);
-  const std::size_t chunks = metadata.chunks.size();
+  prepare();
   if (chunks == 0) {
     backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true, result.out, std::nullopt, result.lse);
     return;
@@ -142,10 +140,37 @@ void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetada
   }
 }
 
+}  // namespace
+
+std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata) {
+  return workspace_size(params, metadata.num_q_tokens(), metadata.chunks.size());
+}
+
+std::size_t prefill_step_workspace_size(const BackendParams& params, const DevicePrefillMetadata& metadata) {
+  return workspace_size(params, metadata.num_q_tokens, metadata.chunks.size());
+}
+
+void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
+                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
+  run_step(
+      backend, queue, metadata.num_q_tokens(), metadata.chunks.size(), [&] { backend.prepare(queue, metadata); }, q, k,
+      v, chunk_k, chunk_v, buffers);
+}
+
+void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
+                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
+  check_device_metadata(metadata);
+  run_step(
+      backend, queue, metadata.num_q_tokens, metadata.chunks.size(), [&] { backend.prepare_device(queue, metadata); },
+      q, k, v, chunk_k, chunk_v, buffers);
+}
+
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v) {
-  check_chunk_views(metadata, chunk_k, chunk_v);
+  check_chunk_views(metadata.chunks.size(), chunk_k, chunk_v);
   check_metadata(metadata);
   const BackendParams& params = backend.params();
   const std::int64_t num_q = metadata.num_q_tokens();

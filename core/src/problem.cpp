@@ -56,6 +56,31 @@ void PrefillMetadata::add_chunk(const std::vector<int>& chunk_k_lens) {
   chunks.push_back(std::move(chunk));
 }
 
+void check_device_metadata(const DevicePrefillMetadata& m) {
+  const auto bad = [](const std::string& message) {
+    raise(ErrorCategory::invalid_argument, "device metadata: " + message);
+  };
+  if (m.batch_size < 0) bad(fmt::format("batch_size must not be negative; got {}", m.batch_size));
+  if (m.cu_seqlens_q == nullptr || m.cu_seqlens_k == nullptr)
+    bad("cu_seqlens_q and cu_seqlens_k are required (B+1 entries each, even for an empty batch)");
+  if (m.num_q_tokens < 0 || m.num_k_tokens < 0 || m.num_q_tokens > INT32_MAX || m.num_k_tokens > INT32_MAX) {
+    bad(fmt::format("num_q_tokens and num_k_tokens must be in [0, 2^31 - 1]; got {} and {}", m.num_q_tokens,
+                    m.num_k_tokens));
+  }
+  if (m.max_seqlen_q < 0 || m.max_seqlen_k < 0)
+    bad(fmt::format("max_seqlen_q/k must not be negative; got {} and {}", m.max_seqlen_q, m.max_seqlen_k));
+  for (std::size_t c = 0; c < m.chunks.size(); ++c) {
+    const DevicePrefillMetadata::Chunk& chunk = m.chunks[c];
+    if (chunk.cu_seqlens_k == nullptr) bad(fmt::format("context chunk {}: cu_seqlens_k is required", c));
+    if (chunk.num_k_tokens < 0 || chunk.num_k_tokens > INT32_MAX || chunk.max_seqlen_k < 0) {
+      bad(
+          fmt::format("context chunk {}: num_k_tokens must be in [0, 2^31 - 1] and max_seqlen_k not negative; got {} "
+                      "and {}",
+                      c, chunk.num_k_tokens, chunk.max_seqlen_k));
+    }
+  }
+}
+
 void check_cu_seqlens(const std::vector<std::int32_t>& cu, const char* what, std::int64_t total) {
   if (cu.empty())
     raise(ErrorCategory::invalid_argument, fmt::format("{}: needs at least one entry (B+1 values)", what));

@@ -105,7 +105,7 @@ TEST_F(CudaQueueTest, BorrowedStreamIsUsedNotOwned) {
     EXPECT_TRUE(owner.owns_stream());
     EXPECT_EQ(borrowed.native_stream(), owner.native_stream());
     EXPECT_NE(borrowed.describe().find("on a borrowed stream"), std::string::npos) << borrowed.describe();
-    owner.memcpy(a.get(), source.data(), bytes);  // the engine's work
+    owner.memcpy(a.get(), source.data(), bytes);   // the engine's work
     borrowed.memcpy(back.data(), a.get(), bytes);  // ordered after it on the same stream
     borrowed.wait();
   }

@@ -130,6 +130,19 @@ void check_merge_args(const Queue& queue, const MergeArgs& args);
 // memory `queue` cannot access (Queue::can_access), e.g. host memory on a GPU queue.
 void check_accessible(const Queue& queue, const TensorView& view, const char* what);
 
+// The token counts of a prepared step, whichever form its metadata came in.
+struct StepSizes {
+  int batch_size = 0;
+  std::int64_t num_q_tokens = 0;
+  std::int64_t num_k_tokens = 0;
+  std::vector<std::int64_t> chunk_k_tokens;  // one entry per context chunk
+};
+
+// Copies device metadata's arrays to the host through `queue`, waits for the
+// copy (on the host queue a plain read), and checks the result as
+// check_metadata does, plus the sizes against the arrays' last entries.
+PrefillMetadata read_device_metadata(Queue& queue, const DevicePrefillMetadata& metadata);
+
 class PrefillBackend {
  public:
   explicit PrefillBackend(const BackendParams& params);
@@ -143,7 +156,17 @@ class PrefillBackend {
   // Checks and stores the step's metadata (and uploads it on GPU backends).
   // Must be called before run_new_tokens / run_context_chunk.
   virtual void prepare(Queue& queue, const PrefillMetadata& metadata);
+  // The same from metadata that lives on the device. By default it reads the
+  // arrays back (read_device_metadata: one wait on a GPU queue, none on the
+  // host queue) and calls prepare(); the flash backends override it to read
+  // nothing back: no copy, no allocation, no wait, so the step can be
+  // captured into a CUDA graph.
+  virtual void prepare_device(Queue& queue, const DevicePrefillMetadata& metadata);
+  // The host metadata of the step; raises Error(invalid_argument) before
+  // prepare() and after prepare_device() on a backend that kept no host copy.
   const PrefillMetadata& metadata() const;
+  // The prepared step's token counts (raises before prepare).
+  const StepSizes& step_sizes() const;
 
   // Causal (metadata.causal) varlen attention of the new tokens. Results go
   // into `out` [Nq, H, V] and `lse` [H, Nq] float32 when the caller passes
@@ -191,10 +214,14 @@ class PrefillBackend {
   // return_lse. Raises Error(invalid_argument) for an lse without return_lse.
   AttentionResult allocate_result(Queue& queue, std::int64_t num_q, bool return_lse, std::optional<TensorView> out,
                                   DType out_dtype, std::optional<TensorView> lse = std::nullopt) const;
+  // What a prepare_device override calls first: checks the sizes and
+  // pointers and records the step without host arrays.
+  void record_device_step(const DevicePrefillMetadata& metadata);
 
  private:
   BackendParams params_;
   std::optional<PrefillMetadata> metadata_;
+  std::optional<StepSizes> sizes_;
 };
 
 using BackendFactory = std::function<std::unique_ptr<PrefillBackend>(const BackendParams&)>;
@@ -226,12 +253,22 @@ struct PrefillStepBuffers {
 // Bytes of workspace run_prefill_step needs for `metadata` (0 without context
 // chunks): the chunk results and the merges' second buffer.
 std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata);
+std::size_t prefill_step_workspace_size(const BackendParams& params, const DevicePrefillMetadata& metadata);
 
 // The step without allocating: prepare() (which on GPU backends reuses its
 // metadata buffer once it is large enough), then every operation into
 // `buffers`. On a steady stream of steps no larger than an earlier one, it
 // makes no allocation and waits for nothing on the host.
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
+                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers);
+
+// The same with metadata on the device, through prepare_device(): on the
+// flash backends, with a borrowed stream and buffers of the caller's, the
+// whole step only enqueues kernels, so it can be captured into a CUDA graph
+// and replayed after the engine rewrites the arrays and tensors in place
+// (same sizes).
+void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers);
 

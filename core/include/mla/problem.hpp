@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "mla/tensor.hpp"
+
 namespace mla {
 
 // Cumulative sequence lengths on the host, vLLM's cu_seqlens: B+1 entries that
@@ -33,6 +35,38 @@ struct PrefillMetadata {
   // Appends a context chunk from per-sequence key lengths.
   void add_chunk(const std::vector<int>& chunk_k_lens);
 };
+
+// A step's metadata where an engine keeps it: cu_seqlens arrays already in
+// memory the queue's device reads (vLLM's query_start_loc and the chunked
+// context's cu_seq_lens), and the sizes the engine knows on the host. GPU
+// backends read the arrays on the device only, so preparing a step copies
+// nothing and waits for nothing, and can be captured into a CUDA graph;
+// other backends read them through the queue (on the host queue, directly).
+// The arrays must stay valid and unchanged until the step's work is done.
+struct DevicePrefillMetadata {
+  int batch_size = 0;                          // B
+  const std::int32_t* cu_seqlens_q = nullptr;  // [B+1]
+  const std::int32_t* cu_seqlens_k = nullptr;  // [B+1]
+  std::int64_t num_q_tokens = 0;               // cu_seqlens_q[B]
+  std::int64_t num_k_tokens = 0;               // cu_seqlens_k[B]
+  // At least the longest sequence: GPU grids are sized by them and cannot
+  // check them (backends that read the arrays on the host do).
+  int max_seqlen_q = 0;
+  int max_seqlen_k = 0;
+  bool causal = true;
+  MemoryKind memory = MemoryKind::device;  // where the arrays live
+
+  struct Chunk {
+    const std::int32_t* cu_seqlens_k = nullptr;  // [B+1]
+    std::int64_t num_k_tokens = 0;               // cu_seqlens_k[B]
+    int max_seqlen_k = 0;
+  };
+  std::vector<Chunk> chunks;
+};
+
+// Host-side checks of the sizes and pointers (the arrays are not read):
+// raises Error(invalid_argument).
+void check_device_metadata(const DevicePrefillMetadata& metadata);
 
 // Raises Error(invalid_argument) naming `what` unless `cu` has at least one
 // entry, starts at 0 and never decreases, and its last entry equals `total`
