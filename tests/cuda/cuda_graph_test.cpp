@@ -1,0 +1,124 @@
+// The engine path on a real GPU: CUDA_FLASH on a borrowed stream, with device
+// metadata and the caller's buffers, captured into a CUDA graph and replayed
+// after the tensors and the cu_seqlens were rewritten in place. Capture runs
+// in global mode, where any cudaMalloc or synchronising call of the library
+// would break it. Skips without a GPU, fails under MLA_REQUIRE_GPU=1.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "builtin_entries.hpp"
+#include "gpu_test_support.hpp"
+
+namespace mla {
+namespace {
+
+using namespace mla::testing;  // the GPU test helpers
+
+#define MLA_CUDA_OK(call)                                                            \
+  do {                                                                               \
+    const cudaError_t status_ = (call);                                              \
+    ASSERT_EQ(status_, cudaSuccess) << #call << ": " << cudaGetErrorString(status_); \
+  } while (false)
+
+// Device copies of a step's cu_seqlens, rewritable in place.
+struct DeviceArrays {
+  UsmBuffer cu_q, cu_k, chunk_k;
+};
+
+void write_arrays(Queue& queue, DeviceArrays& arrays, const PrefillMetadata& metadata) {
+  const auto put = [&](UsmBuffer& buffer, const std::vector<std::int32_t>& values) {
+    if (!buffer) buffer = UsmBuffer::device(queue, values.size() * sizeof(std::int32_t));
+    queue.memcpy(buffer.get(), values.data(), values.size() * sizeof(std::int32_t));
+  };
+  put(arrays.cu_q, metadata.cu_seqlens_q);
+  put(arrays.cu_k, metadata.cu_seqlens_k);
+  put(arrays.chunk_k, metadata.chunks.front().cu_seqlens_k);
+  queue.wait();
+}
+
+TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
+  MLA_REQUIRE_CUDA_DEVICE();
+  cudaStream_t stream = nullptr;
+  MLA_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    Queue queue = Queue::borrow(DeviceBackend::cuda, 0, stream);
+    BackendParams params;
+    params.num_heads = 4;
+    params.dims = deepseek_dims;
+    params.dtype = DType::bfloat16;
+    params.scale = 1.0f / std::sqrt(192.0f);
+    std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
+    std::unique_ptr<PrefillBackend> reference = detail::reference_backend_entry().factory(params);
+
+    // Two steps of the same sizes: the lengths move between sequences.
+    PrefillMetadata first = PrefillMetadata::from_lengths({70, 1, 129}, {70, 1, 129});
+    first.add_chunk({300, 0, 45});
+    PrefillMetadata second = PrefillMetadata::from_lengths({129, 70, 1}, {129, 70, 1});
+    second.add_chunk({45, 300, 0});
+    const std::int64_t nq = first.num_q_tokens(), nkc = first.chunks.front().cu_seqlens_k.back();
+
+    std::mt19937 rng(7);
+    const int dqk = params.dims.qk_head_dim(), dv = params.dims.v_head_dim;
+    TestTensor q = make_tensor(queue, params.dtype, nq, 4, dqk, 0, rng, -2, 2);
+    TestTensor k = make_tensor(queue, params.dtype, nq, 4, dqk, 0, rng, -2, 2);
+    TestTensor v = make_tensor(queue, params.dtype, nq, 4, dv, 0, rng, -2, 2);
+    TestTensor ck = make_tensor(queue, params.dtype, nkc, 4, dqk, 0, rng, -2, 2);
+    TestTensor cv = make_tensor(queue, params.dtype, nkc, 4, dv, 0, rng, -2, 2);
+    DeviceArrays arrays;
+    write_arrays(queue, arrays, first);
+
+    DevicePrefillMetadata device;
+    device.batch_size = 3;
+    device.cu_seqlens_q = arrays.cu_q.as<const std::int32_t>();
+    device.cu_seqlens_k = arrays.cu_k.as<const std::int32_t>();
+    device.num_q_tokens = nq;
+    device.num_k_tokens = nq;
+    device.max_seqlen_q = 129;
+    device.max_seqlen_k = 129;
+    device.chunks.push_back({arrays.chunk_k.as<const std::int32_t>(), nkc, 300});
+
+    OwnedTensor out = OwnedTensor::device(queue, params.dtype, {nq, 4, dv});
+    OwnedTensor lse = OwnedTensor::device(queue, DType::float32, {4, nq});
+    UsmBuffer workspace = UsmBuffer::device(queue, prefill_step_workspace_size(params, device));
+    const PrefillStepBuffers buffers{out.view, lse.view, workspace.get(), workspace.bytes()};
+    const std::vector<TensorView> chunk_k{ck.device_view}, chunk_v{cv.device_view};
+
+    cudaGraph_t graph = nullptr;
+    MLA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    run_prefill_step(*backend, queue, device, q.device_view, k.device_view, v.device_view, chunk_k, chunk_v, buffers);
+    MLA_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    MLA_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+    Queue host = Queue::host();
+    for (const PrefillMetadata* metadata : {&first, &second}) {
+      SCOPED_TRACE(metadata == &first ? "first step" : "second step, rewritten in place");
+      if (metadata == &second) {
+        // New queries and new lengths, written where the graph reads them.
+        const TestTensor fresh = make_tensor(queue, params.dtype, nq, 4, dqk, 0, rng, -2, 2);
+        std::copy(fresh.host.begin(), fresh.host.end(), q.host.begin());
+        queue.memcpy(q.device.get(), q.host.data(), q.host.size());
+        write_arrays(queue, arrays, second);
+      }
+      MLA_CUDA_OK(cudaGraphLaunch(exec, stream));
+      MLA_CUDA_OK(cudaStreamSynchronize(stream));
+      const AttentionResult expected = run_prefill_step(*reference, host, *metadata, q.host_view, k.host_view,
+                                                        v.host_view, {ck.host_view}, {cv.host_view});
+      auto out_bytes = download(queue, out.view);
+      auto lse_bytes = download(queue, lse.view);
+      EXPECT_TRUE(close_to_reference(on_host(out.view, out_bytes), on_host(lse.view, lse_bytes), expected.out,
+                                     expected.lse, 1e-2, 1e-2));
+    }
+    MLA_CUDA_OK(cudaGraphExecDestroy(exec));
+    MLA_CUDA_OK(cudaGraphDestroy(graph));
+  }
+  MLA_CUDA_OK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace mla
