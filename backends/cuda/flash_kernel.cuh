@@ -304,6 +304,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   sm80::cp_async_wait<0>();
 
   // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.
+  // A device-held fp8 scale is read once, when the kernel runs (graph replays see updates).
+  const float out_scale = p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : p.out_scale;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = detail::quad_sum(row_sum[r]);
@@ -319,8 +321,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       const float lo = o[n][2 * r] * factor;
       const float hi = o[n][2 * r + 1] * factor;
       if (p.out_fp8) {
-        const auto bits = static_cast<std::uint16_t>(gpu::float_to_fp8_e4m3(lo / p.out_scale) |
-                                                     (gpu::float_to_fp8_e4m3(hi / p.out_scale) << 8));
+        const auto bits = static_cast<std::uint16_t>(gpu::float_to_fp8_e4m3(lo / out_scale) |
+                                                     (gpu::float_to_fp8_e4m3(hi / out_scale) << 8));
         *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
       } else {
         *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);

@@ -42,6 +42,8 @@ struct FlashParams {
   float scale_log2 = 0.0f;  // softmax scale * log2(e): scores go straight to exp2
   bool out_fp8 = false;
   float out_scale = 1.0f;  // fp8 output is saturate(out / out_scale)
+  // When set, the scale is read from here (device memory) instead of out_scale.
+  const float* out_scale_ptr = nullptr;
 };
 
 }  // namespace mla::gpu

@@ -95,7 +95,7 @@ void GpuFlashBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& 
 
 AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
                                                 const TensorView& v, bool return_lse, std::optional<TensorView> out,
-                                                std::optional<float> out_scale, std::optional<TensorView> lse) {
+                                                std::optional<OutputScale> out_scale, std::optional<TensorView> lse) {
   require_queue(queue, "run_new_tokens", true);
   check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
   check_kernel_layout(q, "q");
@@ -129,7 +129,7 @@ void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
 }
 
 void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
-                             const TensorView& v, const AttentionResult& result, std::optional<float> out_scale) {
+                             const TensorView& v, const AttentionResult& result, std::optional<OutputScale> out_scale) {
   // Queues over one stream (copies, a borrowed stream wrapped twice, a queue
   // with the caller's allocator) are already ordered.
   if (prepared_queue_ && prepared_queue_->native_stream() != queue.native_stream()) {
@@ -163,7 +163,8 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   p.causal = phase.causal;
   p.scale_log2 = params().scale * gpu::log2e;
   p.out_fp8 = out_scale.has_value();
-  p.out_scale = out_scale.value_or(1.0f);
+  p.out_scale = out_scale ? out_scale->value : 1.0f;
+  p.out_scale_ptr = out_scale ? out_scale->device : nullptr;
   vendor_.launch(queue, p, params().dtype, tile_.head_dim_qk, tile_.head_dim_v);
 }
 

@@ -47,7 +47,7 @@ class GpuFlashBackend final : public PrefillBackend {
   void prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) override;
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                  bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<float> out_scale = std::nullopt,
+                                 std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt) override;
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
                                     const TensorView& v, std::optional<TensorView> out = std::nullopt,
@@ -62,7 +62,7 @@ class GpuFlashBackend final : public PrefillBackend {
   void require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
   void check_kernel_layout(const TensorView& view, const char* what) const;
   void launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
-              const TensorView& v, const AttentionResult& result, std::optional<float> out_scale);
+              const TensorView& v, const AttentionResult& result, std::optional<OutputScale> out_scale);
 
   FlashVendor vendor_;
   KernelTile tile_;

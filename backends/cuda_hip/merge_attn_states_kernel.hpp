@@ -38,8 +38,12 @@ struct MergeKernelParams {
   std::int64_t prefix_lse_stride[2] = {};
   std::int64_t suffix_lse_stride[2] = {};
   std::int64_t out_lse_stride[2] = {};
-  std::int64_t copy_from_token = 0;  // tokens at or past this copy the suffix
-  float out_scale = 1.0f;            // divides the output before fp8 conversion
+  std::int64_t copy_from_token = 0;      // tokens at or past this copy the suffix
+  float out_scale = 1.0f;                // divides the output before fp8 conversion
+  const float* out_scale_ptr = nullptr;  // when set, the scale is read here (device memory)
+
+  // The fp8 scale, read when the kernel runs (graph replays see updates).
+  MLA_DEVICE float scale() const { return out_scale_ptr != nullptr ? *out_scale_ptr : out_scale; }
 };
 
 // Storage type and conversions of one element type.
@@ -115,7 +119,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
       for (int i = 0; i < Vec; ++i) {
         const float value = Element<In>::load(s_in.value[i]);
         if constexpr (Out == DType::float8_e4m3) {
-          o.value[i] = Element<Out>::store(value / p.out_scale);
+          o.value[i] = Element<Out>::store(value / p.scale());
         } else {
           o.value[i] = Element<Out>::store(value);
         }
@@ -142,7 +146,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
         if (w.prefix != 0.0f) value += Element<In>::load(p_in.value[i]) * w.prefix;
         if (w.suffix != 0.0f) value += Element<In>::load(s_in.value[i]) * w.suffix;
         if constexpr (Out == DType::float8_e4m3) {
-          o.value[i] = Element<Out>::store(value / p.out_scale);
+          o.value[i] = Element<Out>::store(value / p.scale());
         } else {
           o.value[i] = Element<Out>::store(value);
         }
@@ -234,7 +238,8 @@ void merge_attn_states_with(const MergeArgs& args, Launch&& launch) {
     params.out_lse_stride[i] = args.out_lse.empty_view() ? 0 : args.out_lse.stride[static_cast<std::size_t>(i)];
   }
   params.copy_from_token = args.prefill_tokens_with_context.value_or(params.tokens);
-  params.out_scale = args.out_scale.value_or(1.0f);
+  params.out_scale = args.out_scale ? args.out_scale->value : 1.0f;
+  params.out_scale_ptr = args.out_scale ? args.out_scale->device : nullptr;
   if (params.tokens == 0 || params.heads == 0 || params.dim == 0) return;
 
   switch (args.prefix_out.dtype) {

@@ -114,10 +114,12 @@ __device__ inline void store_out(const FlashParams& p, std::int64_t offset, cons
 #pragma unroll
   for (int e = 0; e < mfma::operand_values; ++e) v[e] = acc[4 * group + e] * factor;
   if (p.out_fp8) {
+    // A device-held scale is read when the kernel runs (graph replays see updates).
+    const float scale = p.out_scale_ptr != nullptr ? *p.out_scale_ptr : p.out_scale;
     std::uint32_t word = 0;
 #pragma unroll
     for (int e = 0; e < mfma::operand_values; ++e) {
-      word |= static_cast<std::uint32_t>(gpu::float_to_fp8_e4m3(v[e] / p.out_scale)) << (8 * e);
+      word |= static_cast<std::uint32_t>(gpu::float_to_fp8_e4m3(v[e] / scale)) << (8 * e);
     }
     *reinterpret_cast<std::uint32_t*>(static_cast<std::uint8_t*>(p.out) + offset) = word;
   } else {

@@ -1,5 +1,8 @@
 #include "host/host_backend.hpp"
 
+#include <cmath>
+#include <string>
+
 #include "mla/error.hpp"
 
 namespace mla::detail {
@@ -10,6 +13,18 @@ namespace {
 // allocations are host memory too).
 void require_host_queue(const PrefillBackend& backend, const Queue& queue, const char* operation) {
   require_queue_kind(backend.name(), operation, {DeviceBackend::host}, queue);
+}
+
+// Host kernels take the scale as a number. A device scale lives in memory of
+// the host queue, that is host memory, and is checked once read.
+std::optional<float> host_scale(const std::optional<OutputScale>& scale) {
+  if (!scale) return std::nullopt;
+  const float value = scale->is_device() ? *scale->device : scale->value;
+  if (scale->is_device() && !(std::isfinite(value) && value > 0.0f)) {
+    raise(ErrorCategory::invalid_argument,
+          "out_scale must be a finite positive number; the device scale holds " + std::to_string(value));
+  }
+  return value;
 }
 
 }  // namespace
@@ -23,7 +38,7 @@ bool HostBackend::supports_quant_output(QuantKey key) const { return key == Quan
 
 AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                             bool return_lse, std::optional<TensorView> out,
-                                            std::optional<float> out_scale, std::optional<TensorView> lse) {
+                                            std::optional<OutputScale> out_scale, std::optional<TensorView> lse) {
   require_host_queue(*this, queue, "run_new_tokens");
   check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
   const PrefillMetadata& meta = metadata();
@@ -38,7 +53,7 @@ AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, c
   problem.causal = meta.causal;
   problem.scale = params().scale;
   problem.out = result.out;
-  problem.out_scale = out_scale;
+  problem.out_scale = host_scale(out_scale);
   problem.lse = result.lse;
   attention(problem);
   return result;
@@ -68,7 +83,9 @@ AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, co
 void HostBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   require_host_queue(*this, queue, "merge_attn_states");
   check_merge_args(queue, args);
-  merge(args);
+  MergeArgs resolved = args;
+  if (const std::optional<float> scale = host_scale(args.out_scale)) resolved.out_scale = OutputScale(*scale);
+  merge(resolved);
 }
 
 }  // namespace mla::detail

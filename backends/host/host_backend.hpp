@@ -34,7 +34,7 @@ class HostBackend : public PrefillBackend {
   void prepare(Queue& queue, const PrefillMetadata& metadata) override;
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                  bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<float> out_scale = std::nullopt,
+                                 std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt) override;
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
                                     const TensorView& v, std::optional<TensorView> out = std::nullopt,
@@ -44,7 +44,8 @@ class HostBackend : public PrefillBackend {
   bool supports_quant_output(QuantKey key) const override;
 
  protected:
-  // Called with arguments that passed the shared checks, on the host queue.
+  // Called with arguments that passed the shared checks, on the host queue;
+  // a merge's out_scale is a host value by then (never is_device()).
   virtual void attention(const HostAttentionProblem& problem) = 0;
   virtual void merge(const MergeArgs& args) = 0;
 };

@@ -75,7 +75,7 @@ void launch(const MergeArgs& args) {
   kernel.copy_from = args.prefill_tokens_with_context.value_or(tokens);
   kernel.heads = static_cast<int>(args.prefix_out.shape[1]);
   kernel.dv = static_cast<int>(args.prefix_out.shape[2]);
-  kernel.out_multiplier = args.out_scale ? 1.0f / *args.out_scale : 1.0f;
+  kernel.out_multiplier = args.out_scale ? 1.0f / args.out_scale->value : 1.0f;
   const std::int64_t pairs = tokens * kernel.heads;
   if (pairs == 0) return;
   Kokkos::parallel_for("mla_kokkos_merge_attn_states",

@@ -27,7 +27,7 @@ void merge(const MergeArgs& args) {
   const std::int64_t heads = args.prefix_out.size(1);
   const std::int64_t dim = args.prefix_out.size(2);
   const bool write_lse = !args.out_lse.empty_view();
-  const double out_scale = args.out_scale ? static_cast<double>(*args.out_scale) : 1.0;
+  const double out_scale = args.out_scale ? static_cast<double>(args.out_scale->value) : 1.0;
   const double neg_inf = -std::numeric_limits<double>::infinity();
 
   for (std::int64_t t = 0; t < tokens; ++t) {

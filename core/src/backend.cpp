@@ -82,14 +82,16 @@ void check_lse(const TensorView& view, const char* what, std::int64_t heads, std
   check_has_data(view, what);
 }
 
-void check_out_scale(float scale) {
+void check_out_scale(const OutputScale& out_scale) {
+  if (out_scale.is_device()) return;  // read by the kernel; nothing to check here
+  const float scale = out_scale.value;
   if (!std::isfinite(scale) || scale <= 0.0f)
     bad_argument("out_scale must be a finite positive number; got " + std::to_string(scale));
 }
 
 // The dtype an attention output must have: the backend's dtype, or fp8 when
 // the caller asks for quantised output.
-void check_out_dtype(const TensorView& out, DType input_dtype, const std::optional<float>& out_scale) {
+void check_out_dtype(const TensorView& out, DType input_dtype, const std::optional<OutputScale>& out_scale) {
   if (out_scale) {
     check_out_scale(*out_scale);
     if (out.dtype != DType::float8_e4m3) {
@@ -237,7 +239,8 @@ const StepSizes& PrefillBackend::step_sizes() const {
 bool PrefillBackend::supports_quant_output(QuantKey /*key*/) const { return false; }
 
 void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
-                                           const std::optional<TensorView>& out, const std::optional<float>& out_scale,
+                                           const std::optional<TensorView>& out,
+                                           const std::optional<OutputScale>& out_scale,
                                            const std::optional<TensorView>& lse) const {
   const StepSizes& meta = step_sizes();
   const std::int64_t heads = params_.num_heads;
@@ -259,7 +262,7 @@ void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView
 
 void PrefillBackend::check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k,
                                            const TensorView& v, const std::optional<TensorView>& out,
-                                           const std::optional<float>& out_scale,
+                                           const std::optional<OutputScale>& out_scale,
                                            const std::optional<TensorView>& lse) const {
   check_new_tokens_args(q, k, v, out, out_scale, lse);
   check_accessible(queue, q, "q");

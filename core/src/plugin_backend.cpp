@@ -5,6 +5,7 @@
 #include "plugin_backend.hpp"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "mla/error.hpp"
@@ -79,6 +80,21 @@ mla_plugin_tensor c_tensor(const TensorView& view) {
   }
   tensor.memory = c_memory(view.memory);
   return tensor;
+}
+
+// The C ABI carries the fp8 scale as a number: a device scale is read back
+// through the queue first (one wait on a GPU queue) and checked.
+float c_scale(Queue& queue, const std::optional<OutputScale>& scale) {
+  if (!scale) return 0.0f;
+  if (!scale->is_device()) return scale->value;
+  float value = 0.0f;
+  queue.memcpy(&value, scale->device, sizeof value);
+  queue.wait();
+  if (!(std::isfinite(value) && value > 0.0f)) {
+    raise(ErrorCategory::invalid_argument,
+          "out_scale must be a finite positive number; the device scale holds " + std::to_string(value));
+  }
+  return value;
 }
 
 mla_plugin_queue c_queue(const Queue& queue) {
@@ -165,7 +181,7 @@ class PluginBackend final : public PrefillBackend {
   }
 
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 bool return_lse, std::optional<TensorView> out, std::optional<float> out_scale,
+                                 bool return_lse, std::optional<TensorView> out, std::optional<OutputScale> out_scale,
                                  std::optional<TensorView> lse) override {
     check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
     const PrefillMetadata& meta = metadata();
@@ -174,7 +190,7 @@ class PluginBackend final : public PrefillBackend {
     mla_plugin_attention_args args =
         attention_args(q, k, v, result, meta, meta.cu_seqlens_k, meta.max_seqlen_k, meta.causal);
     args.has_out_scale = out_scale ? 1 : 0;
-    args.out_scale = out_scale.value_or(0.0f);
+    args.out_scale = c_scale(queue, out_scale);
     const mla_plugin_queue c_q = c_queue(queue);
     Message message;
     check(spec_->ops.run_new_tokens(instance_, &c_q, &args, message.data(), message.size()), "run_new_tokens", message);
@@ -209,7 +225,7 @@ class PluginBackend final : public PrefillBackend {
     c.has_prefill_tokens_with_context = args.prefill_tokens_with_context ? 1 : 0;
     c.prefill_tokens_with_context = args.prefill_tokens_with_context.value_or(0);
     c.has_out_scale = args.out_scale ? 1 : 0;
-    c.out_scale = args.out_scale.value_or(0.0f);
+    c.out_scale = c_scale(queue, args.out_scale);
     const mla_plugin_queue c_q = c_queue(queue);
     Message message;
     check(spec_->ops.merge_attn_states(instance_, &c_q, &c, message.data(), message.size()), "merge_attn_states",

@@ -107,6 +107,16 @@ TEST_P(Conformance, NewTokensFp8Output) {
     const AttentionResult ref =
         reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true, std::nullopt, scale);
     EXPECT_TRUE(matches(result, ref, fp8));
+
+    // The same scale held in queue memory, read by the kernel: the same bytes.
+    UsmBuffer device_scale = UsmBuffer::device(queue_, sizeof(float));
+    queue_.memcpy(device_scale.get(), &scale, sizeof(float));
+    const AttentionResult from_device =
+        backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true, std::nullopt,
+                                 OutputScale::on_device(device_scale.as<const float>()));
+    const HostTensor a = fetch(result.out), b = fetch(from_device.out);
+    ASSERT_EQ(a.storage_bytes(), b.storage_bytes());
+    EXPECT_EQ(std::memcmp(a.storage(), b.storage(), a.storage_bytes()), 0) << "a device scale changed the output";
   }
 }
 
@@ -191,8 +201,9 @@ class MergeConformance : public Conformance {
   }
 
   // Merges on both backends into padded, poisoned outputs and compares.
+  // With `device_scale` the backend reads out_scale from queue memory.
   void check_merge(const MergeInputs& in, DType out_dtype, std::optional<float> out_scale,
-                   std::optional<std::int64_t> cutoff, bool with_lse) {
+                   std::optional<std::int64_t> cutoff, bool with_lse, bool device_scale = false) {
     const std::int64_t h = heads(), dv = v_dim();
     const std::int64_t row = h * (dv + 16) + 16;  // 16-byte aligned rows even for fp8
     HostTensor out(out_dtype, {tokens, h, dv}, {row, dv + 16, 1}, 0, 2 * row);
@@ -207,7 +218,13 @@ class MergeConformance : public Conformance {
     args.out = d_out.view;
     if (with_lse) args.out_lse = d_out_lse.view;
     args.prefill_tokens_with_context = cutoff;
-    args.out_scale = out_scale;
+    UsmBuffer scale_buffer;
+    if (out_scale) args.out_scale = *out_scale;
+    if (out_scale && device_scale) {
+      scale_buffer = UsmBuffer::device(queue_, sizeof(float));
+      queue_.memcpy(scale_buffer.get(), &*out_scale, sizeof(float));
+      args.out_scale = OutputScale::on_device(scale_buffer.as<const float>());
+    }
     backend_->merge_attn_states(queue_, args);
     download(queue_, d_out, out);
     download(queue_, d_out_lse, out_lse);
@@ -221,7 +238,7 @@ class MergeConformance : public Conformance {
                        ref_out.view(),
                        ref_lse.view(),
                        cutoff,
-                       out_scale};
+                       out_scale ? std::optional<OutputScale>(*out_scale) : std::nullopt};
     reference_->merge_attn_states(host_, ref_args);
 
     // LSEs are fp32 in and out whatever the dtype: only fp32 rounding separates them.
@@ -274,6 +291,7 @@ TEST_P(MergeConformance, Fp8Output) {
   const MergeInputs in = merge_inputs(tokens - 5);
   check_merge(in, DType::float8_e4m3, 0.02f, std::nullopt, true);
   check_merge(in, DType::float8_e4m3, 0.0015f, tokens - 5, true);  // saturates past 448
+  check_merge(in, DType::float8_e4m3, 0.02f, tokens - 5, true, /*device_scale=*/true);
 }
 
 // run_prefill_step with 1, 2 and 3 context chunks equals one causal pass over

@@ -22,7 +22,8 @@ class WrappedReference final : public mla::PrefillBackend {
   }
   mla::AttentionResult run_new_tokens(mla::Queue& queue, const mla::TensorView& q, const mla::TensorView& k,
                                       const mla::TensorView& v, bool return_lse, std::optional<mla::TensorView> out,
-                                      std::optional<float> out_scale, std::optional<mla::TensorView> lse) override {
+                                      std::optional<mla::OutputScale> out_scale,
+                                      std::optional<mla::TensorView> lse) override {
     return inner_->run_new_tokens(queue, q, k, v, return_lse, out, out_scale, lse);
   }
   mla::AttentionResult run_context_chunk(mla::Queue& queue, int chunk_index, const mla::TensorView& q,

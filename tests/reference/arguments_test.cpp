@@ -300,7 +300,7 @@ class CheckingBackend final : public PrefillBackend {
   std::string name() const override { return "CHECKING"; }
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                  bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<float> out_scale = std::nullopt,
+                                 std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt) override {
     check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
     return allocate_result(queue, metadata().num_q_tokens(), return_lse, out, params().dtype, lse);

@@ -96,6 +96,24 @@ struct BackendParams {
   DType dtype = DType::bfloat16;  // element type of q, k, v
 };
 
+// The scale of fp8 e4m3 output, out = saturate(value / scale): a host float
+// (it converts implicitly), or a float32 in memory the queue's device reads,
+// read when the kernel runs, as engines keep it (a scale tensor that a CUDA
+// graph replays with). A host scale must be finite and positive; a device
+// scale cannot be checked.
+struct OutputScale {
+  float value = 1.0f;
+  const float* device = nullptr;  // when set, the scale is read here instead of `value`
+
+  OutputScale(float host_value) : value(host_value) {}  // NOLINT(google-explicit-constructor): a float is a scale
+  static OutputScale on_device(const float* scale) {
+    OutputScale s(1.0f);
+    s.device = scale;
+    return s;
+  }
+  bool is_device() const { return device != nullptr; }
+};
+
 // Output quantisation keys accepted by supports_quant_output.
 enum class QuantKey { fp8_e4m3_static_per_tensor };
 
@@ -118,7 +136,7 @@ struct MergeArgs {
   TensorView out;                                           // [N, H, V]; float8_e4m3 allowed with out_scale
   TensorView out_lse;                                       // [H, N] float32, optional (empty view: not written)
   std::optional<std::int64_t> prefill_tokens_with_context;  // tokens >= T copy the suffix
-  std::optional<float> out_scale;                           // required for fp8 output
+  std::optional<OutputScale> out_scale;                     // required for fp8 output
 };
 
 // Checks shapes, dtypes and the fp8 scale of a merge; raises Error(invalid_argument).
@@ -174,7 +192,7 @@ class PrefillBackend {
   // otherwise, so a caller that passes both allocates nothing.
   virtual AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                          bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                         std::optional<float> out_scale = std::nullopt,
+                                         std::optional<OutputScale> out_scale = std::nullopt,
                                          std::optional<TensorView> lse = std::nullopt) = 0;
 
   // Non-causal attention of every query against context chunk `chunk_index`;
@@ -197,14 +215,14 @@ class PrefillBackend {
  protected:
   // Shape/dtype checks shared by every backend; raise Error(invalid_argument).
   void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
-                             const std::optional<TensorView>& out, const std::optional<float>& out_scale,
+                             const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
                              const std::optional<TensorView>& lse = std::nullopt) const;
   void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
                         const std::optional<TensorView>& out = std::nullopt,
                         const std::optional<TensorView>& lse = std::nullopt) const;
   // The same, plus check_accessible on every tensor; what a run_* override calls first.
   void check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                             const std::optional<TensorView>& out, const std::optional<float>& out_scale,
+                             const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
                              const std::optional<TensorView>& lse = std::nullopt) const;
   void check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
                         const TensorView& v, const std::optional<TensorView>& out = std::nullopt,
