@@ -74,6 +74,28 @@ TEST(HipRuntime, QueueWithoutDeviceIsAClearError) {
   }
 }
 
+// An engine's hipStream_t: the borrowed queue enqueues on it in order with
+// the owner's work and leaves it alive when it goes.
+TEST(HipRuntime, BorrowedStreamIsUsedNotOwned) {
+  MLA_REQUIRE_HIP_DEVICE();
+  Queue owner(DeviceBackend::hip, 0);
+  constexpr std::size_t count = 4099;
+  std::vector<float> source(count), back(count, 0.0f);
+  for (std::size_t i = 0; i < count; ++i) source[i] = static_cast<float>(i) + 0.25f;
+  UsmBuffer device = UsmBuffer::device(owner, count * sizeof(float));
+  {
+    Queue borrowed = Queue::borrow(DeviceBackend::hip, 0, owner.native_stream());
+    EXPECT_FALSE(borrowed.owns_stream());
+    EXPECT_EQ(borrowed.native_stream(), owner.native_stream());
+    owner.memcpy(device.get(), source.data(), count * sizeof(float));
+    borrowed.memcpy(back.data(), device.get(), count * sizeof(float));
+    borrowed.wait();
+  }
+  EXPECT_EQ(back, source);
+  owner.memset(device.get(), 0, count * sizeof(float));  // the stream outlived the borrowed queue
+  EXPECT_NO_THROW(owner.wait());
+}
+
 TEST(HipRuntime, QueueCopiesAndTimes) {
   MLA_REQUIRE_HIP_DEVICE();
   Queue queue(DeviceBackend::hip, 0);
