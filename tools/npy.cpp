@@ -1,8 +1,11 @@
 #include "npy.hpp"
 
+#include <unistd.h>
 #include <bit>
 #include <cctype>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -336,11 +339,26 @@ std::string encode_npy(const NpyArray& array) {
 
 void write_npy(const std::string& path, const NpyArray& array) {
   const std::string bytes = encode_npy(array);
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  // Written beside the target and renamed over it, so a write that fails
+  // half-way (a full disk) leaves an existing file as it was and no debris.
+  const std::string partial = path + ".partial-" + std::to_string(::getpid());
+  std::ofstream file(partial, std::ios::binary | std::ios::trunc);
   if (!file) raise(ErrorCategory::io, "cannot create '" + path + "': " + std::strerror(errno));
   file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  file.flush();
+  const int write_error = file ? 0 : errno;
   file.close();
-  if (!file) raise(ErrorCategory::io, "cannot write '" + path + "'");
+  if (write_error != 0 || !file) {
+    std::remove(partial.c_str());
+    raise(ErrorCategory::io, "cannot write '" + path + "': " +
+                                 (write_error != 0 ? std::strerror(write_error) : "the file could not be closed") +
+                                 " (any previous file is unchanged)");
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    const int rename_error = errno;
+    std::remove(partial.c_str());
+    raise(ErrorCategory::io, "cannot replace '" + path + "': " + std::strerror(rename_error));
+  }
 }
 
 NpyArray make_float32_array(std::vector<std::int64_t> shape, const std::vector<float>& values) {

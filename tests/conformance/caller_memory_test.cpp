@@ -26,6 +26,29 @@ class CountingAllocator final : public Allocator {
   std::atomic<int> allocations_{0};
 };
 
+// Fails the allocation numbered `fail_at` (1-based), as a full device would.
+class FailingAllocator final : public Allocator {
+ public:
+  FailingAllocator(std::shared_ptr<Allocator> inner, int fail_at) : inner_(std::move(inner)), fail_at_(fail_at) {}
+  void* allocate(std::size_t bytes, MemoryKind kind) override {
+    if (++count_ == fail_at_) return nullptr;
+    ++live_;
+    return inner_->allocate(bytes, kind);
+  }
+  void deallocate(void* ptr, MemoryKind kind) noexcept override {
+    --live_;
+    inner_->deallocate(ptr, kind);
+  }
+  int count() const { return count_; }
+  int live() const { return live_; }
+
+ private:
+  std::shared_ptr<Allocator> inner_;
+  int fail_at_;
+  int count_ = 0;
+  int live_ = 0;
+};
+
 const std::vector<int> q_lens{1, 0, 17, 6, 33};
 const std::vector<std::vector<int>> chunk_lens{{5, 0, 40, 0, 17}, {0, 3, 11, 1, 0}, {2, 0, 0, 9, 0}};
 
@@ -174,6 +197,54 @@ TEST_P(CallerMemory, DeviceMetadataStepEqualsHostMetadataStep) {
           << error.what();
     }
   }
+}
+
+// Failure injection: whichever allocation of an allocating step fails, the
+// step raises one Error(device), frees what it had allocated, and the next
+// step on the same backend gives the right result.
+TEST_P(CallerMemory, AnAllocationFailureIsOneErrorAndTheNextStepWorks) {
+  PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
+  meta.add_chunk(chunk_lens[0]);
+  meta.add_chunk(chunk_lens[1]);
+  std::vector<Operands> chunks;
+  for (const auto& lens : {chunk_lens[0], chunk_lens[1]}) {
+    std::int64_t keys = 0;
+    for (int n : lens) keys += n;
+    chunks.push_back(random_operands(0, keys));
+  }
+  const std::vector<TensorView> chunk_k{chunks[0].dk.view, chunks[1].dk.view};
+  const std::vector<TensorView> chunk_v{chunks[0].dv.view, chunks[1].dv.view};
+  const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  const auto run = [&](Queue& queue) {
+    return run_prefill_step(*backend_, queue, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+  };
+  const AttentionResult expected = run(queue_);
+  queue_.wait();
+  const HostTensor expected_out = fetch(expected.out);
+  // Fail the first allocation, then the second, ... until a step needs no more.
+  int failures = 0;
+  for (int fail_at = 1; fail_at <= 64; ++fail_at) {
+    SCOPED_TRACE("allocation " + std::to_string(fail_at) + " fails");
+    auto failing = std::make_shared<FailingAllocator>(queue_.allocator(), fail_at);
+    Queue queue = queue_.with_allocator(failing);
+    bool failed = false;
+    try {
+      (void)run(queue);
+    } catch (const Error& error) {
+      failed = true;
+      EXPECT_EQ(error.category(), ErrorCategory::device) << error.what();
+      EXPECT_NE(std::string(error.what()).find("the queue's allocator returned no memory"), std::string::npos)
+          << error.what();
+    }
+    queue.wait();
+    EXPECT_EQ(failing->live(), 0) << "memory allocated before the failure was not freed";
+    if (!failed) break;
+    ++failures;
+  }
+  EXPECT_GE(failures, 3) << "the step's output, LSE and workspace each come from the allocator";
+  const AttentionResult again = run(queue_);
+  queue_.wait();
+  EXPECT_TRUE(same_bytes(fetch(again.out), expected_out, "out after the failures"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CallerMemory,

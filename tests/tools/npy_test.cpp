@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "mla/error.hpp"
@@ -200,6 +202,44 @@ TEST(NpyWrite, Float32FileRoundTripAndIoErrors) {
   }
   EXPECT_THROW(write_npy((dir / "no_such_dir" / "y.npy").string(), make_float32_array({1}, {1.0f})), Error);
   EXPECT_THROW(make_float32_array({2, 2}, {1.0f}), Error);
+  std::filesystem::remove_all(dir);
+}
+
+// A disk that fills up half-way through a write (simulated with a file size
+// limit, which makes write() fail with EFBIG): one io error, the previous file
+// unchanged, no partial file left, and the next write works.
+TEST(NpyWrite, AFailedWriteLeavesThePreviousFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mla_npy_full_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "out.npy").string();
+  write_npy(path, make_float32_array({2}, {1.0f, 2.0f}));
+  const auto before = std::filesystem::file_size(path);
+
+  rlimit old_limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // fail the write instead of killing the process
+  rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    write_npy(path, make_float32_array({100000}, std::vector<float>(100000, 3.0f)));
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::io);
+    message = error.what();
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_NE(message.find("cannot write '" + path + "'"), std::string::npos) << message;
+  EXPECT_NE(message.find("previous file is unchanged"), std::string::npos) << message;
+  EXPECT_EQ(std::filesystem::file_size(path), before);
+  EXPECT_EQ(read_npy(path).to_floats("out"), (std::vector<float>{1.0f, 2.0f}));
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1u) << "a partial file was left behind";
+  write_npy(path, make_float32_array({1}, {5.0f}));
+  EXPECT_EQ(read_npy(path).to_floats("out"), std::vector<float>{5.0f});
   std::filesystem::remove_all(dir);
 }
 
