@@ -2,12 +2,26 @@
 // shared host-backend shell (argument checks, results, host-queue guard).
 #include "kokkos_backend.hpp"
 
+#include <mutex>
+
 #include "flash_attention.hpp"
 #include "host_isa.hpp"
 #include "kokkos_runtime.hpp"
 #include "mla/error.hpp"
 
 namespace mla::kokkos {
+namespace {
+
+// Kokkos' Serial space (the one Debian's Kokkos has) runs every kernel on one
+// process-wide instance whose team scratch all callers share: two threads in
+// a kernel at once overwrite each other's staged queries and give wrong
+// results (PluginConcurrency found it under tsan). Kernels take turns.
+std::mutex& kernel_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
+}  // namespace
 
 KokkosBackend::KokkosBackend(const BackendParams& params) : HostBackend(params) { ensure_initialized(); }
 
@@ -15,6 +29,7 @@ KokkosBackend::KokkosBackend(const BackendParams& params) : HostBackend(params) 
 // checks again (a no-op when it is running).
 void KokkosBackend::attention(const detail::HostAttentionProblem& problem) {
   ensure_initialized();
+  const std::lock_guard<std::mutex> turn(kernel_lock());
   flash_attention(problem);
 }
 
@@ -30,6 +45,7 @@ std::string KokkosBackend::kernel_info() const {
 
 void KokkosBackend::merge(const MergeArgs& args) {
   ensure_initialized();
+  const std::lock_guard<std::mutex> turn(kernel_lock());
   merge_states(args);
 }
 
