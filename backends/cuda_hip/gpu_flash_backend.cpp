@@ -133,7 +133,9 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   // Queues over one stream (copies, a borrowed stream wrapped twice, a queue
   // with the caller's allocator) are already ordered.
   if (prepared_queue_ && prepared_queue_->native_stream() != queue.native_stream()) {
-    prepared_queue_->wait();
+    // The upload is on another stream: order this launch after it on the
+    // device, without waiting on the host (either stream may be the caller's).
+    queue.wait_for(prepared_queue_->record());
     ran_on_other_stream_ = true;
   }
   FlashParams p;

@@ -67,8 +67,9 @@ class GpuFlashBackend final : public PrefillBackend {
   FlashVendor vendor_;
   KernelTile tile_;
   gpu::DeviceMetadata device_metadata_;
-  // The queue prepare() uploaded on: a run on another queue of the same
-  // device first waits for that upload, which no stream order covers.
+  // The queue prepare() uploaded on: a run on a queue over another stream of
+  // the same device is ordered after that upload with an event (no stream
+  // order covers it), and the host does not wait.
   std::optional<Queue> prepared_queue_;
   // A run since prepare() was on another stream than prepared_queue_'s.
   bool ran_on_other_stream_ = false;

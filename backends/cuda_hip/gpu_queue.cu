@@ -40,6 +40,7 @@ class GpuEvent final : public EventImpl {
   GpuEvent& operator=(const GpuEvent&) = delete;
 
   void wait() override { gpu::synchronize(event_, context()); }
+  gpu::Event native() const { return event_; }
 
   double elapsed_ms_since(EventImpl& start) override {
     auto* begin = dynamic_cast<GpuEvent*>(&start);
@@ -146,6 +147,15 @@ class GpuQueue final : public QueueImpl {
   std::shared_ptr<EventImpl> record() override { return std::make_shared<GpuEvent>(device_, stream_); }
 
   void wait() override { gpu::synchronize(stream_, context()); }
+
+  void wait_for(EventImpl& event) override {
+    auto* gpu_event = dynamic_cast<GpuEvent*>(&event);
+    if (gpu_event == nullptr) {
+      event.wait();  // an event of the host queue: its work is already done
+      return;
+    }
+    gpu::stream_wait(stream_, gpu_event->native(), context("waiting for an event"));
+  }
 
  private:
   std::string context(const std::string& detail = {}) const {

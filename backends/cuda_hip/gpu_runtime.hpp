@@ -126,6 +126,11 @@ inline Event record_event(Stream stream, std::string_view context) {
 
 inline void destroy_event(Event event) noexcept { (void)MLA_GPU_VENDOR(cudaEventDestroy, hipEventDestroy)(event); }
 
+// Later work on `stream` waits for `event`; the host does not.
+inline void stream_wait(Stream stream, Event event, std::string_view context) {
+  check(MLA_GPU_VENDOR(cudaStreamWaitEvent, hipStreamWaitEvent)(stream, event, 0), "StreamWaitEvent", context);
+}
+
 inline void synchronize(Event event, std::string_view context) {
   check(MLA_GPU_VENDOR(cudaEventSynchronize, hipEventSynchronize)(event), "EventSynchronize", context);
 }

@@ -48,6 +48,7 @@ class AllocatorQueue final : public detail::QueueImpl {
   void memset(void* dst, int value, std::size_t bytes) override { inner_->memset(dst, value, bytes); }
   std::shared_ptr<detail::EventImpl> record() override { return inner_->record(); }
   void wait() override { inner_->wait(); }
+  void wait_for(detail::EventImpl& event) override { inner_->wait_for(event); }
 
   const std::shared_ptr<detail::QueueImpl>& inner() const { return inner_; }
   const std::shared_ptr<Allocator>& allocator() const { return allocator_; }

@@ -95,6 +95,11 @@ void Queue::memset(void* dst, int value, std::size_t bytes) {
 }
 
 Event Queue::record() { return Event(checked(impl_)->record()); }
+
+void Queue::wait_for(const Event& event) {
+  if (!event.impl()) raise(ErrorCategory::invalid_argument, "Queue::wait_for on an event that was never recorded");
+  checked(impl_)->wait_for(*event.impl());
+}
 void Queue::wait() { checked(impl_)->wait(); }
 
 std::string Queue::describe() const {

@@ -98,6 +98,12 @@ TEST(Queue, BorrowingNeedsAGpuStreamTheBuildHas) {
   EXPECT_TRUE(mla::Queue::host().owns_stream());
 }
 
+TEST(Queue, WaitForAnEventOrdersWithoutError) {
+  mla::Queue a = mla::Queue::host(), b = mla::Queue::host();
+  EXPECT_NO_THROW(b.wait_for(a.record()));
+  EXPECT_THROW(b.wait_for(mla::Event{}), mla::Error);
+}
+
 TEST(Queue, DefaultQueueIsHostWithoutDevices) {
   if (!mla::detect_devices().empty()) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(mla::Queue::default_queue().backend(), mla::DeviceBackend::host);

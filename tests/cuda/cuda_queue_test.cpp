@@ -2,6 +2,7 @@
 // direction, memset, events and the errors of failed runtime calls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -118,6 +119,20 @@ TEST_F(CudaQueueTest, BorrowedStreamIsUsedNotOwned) {
   legacy.memset(a.get(), 1, bytes);
   EXPECT_NO_THROW(legacy.wait());
   EXPECT_THROW((void)Queue::borrow(DeviceBackend::cuda, static_cast<int>(detect_devices().size()), nullptr), Error);
+}
+
+// A dependency between two streams, with no host wait in between: the copy on
+// `second` must see the memset enqueued on `first`.
+TEST_F(CudaQueueTest, WaitForOrdersTwoStreams) {
+  Queue first(DeviceBackend::cuda, 0), second(DeviceBackend::cuda, 0);
+  const std::size_t bytes = 64 * 1024 * 1024;
+  UsmBuffer a = UsmBuffer::device(first, bytes);
+  std::vector<std::uint8_t> back(bytes, 0);
+  first.memset(a.get(), 0x5a, bytes);
+  second.wait_for(first.record());
+  second.memcpy(back.data(), a.get(), bytes);
+  second.wait();
+  EXPECT_EQ(std::count(back.begin(), back.end(), std::uint8_t{0x5a}), static_cast<std::ptrdiff_t>(bytes));
 }
 
 TEST_F(CudaQueueTest, FailedAllocationIsADeviceError) {

@@ -40,6 +40,7 @@ class Event {
   void wait() const;
 
   explicit Event(std::shared_ptr<detail::EventImpl> impl) : impl_(std::move(impl)) {}
+  const std::shared_ptr<detail::EventImpl>& impl() const { return impl_; }
 
  private:
   std::shared_ptr<detail::EventImpl> impl_;
@@ -113,6 +114,10 @@ class Queue {
   void memset(void* dst, int value, std::size_t bytes);
 
   Event record();
+  // Work submitted after this call waits for `event` (recorded on any queue
+  // of the same device): a stream-to-stream dependency on GPU queues, with no
+  // wait on the host.
+  void wait_for(const Event& event);
   // Blocks until everything submitted so far is done; raises Error(device) on
   // a failure reported by the runtime.
   void wait();

@@ -33,6 +33,10 @@ class QueueImpl {
   virtual void memset(void* dst, int value, std::size_t bytes) = 0;
   virtual std::shared_ptr<EventImpl> record() = 0;
   virtual void wait() = 0;
+  // Later work waits for `event` (of a queue on the same device). The
+  // default blocks the host until it is done, which is right for queues
+  // whose work runs on the calling thread.
+  virtual void wait_for(EventImpl& event) { event.wait(); }
 };
 
 std::shared_ptr<QueueImpl> make_host_queue();
