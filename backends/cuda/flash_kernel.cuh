@@ -304,8 +304,11 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   sm80::cp_async_wait<0>();
 
   // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.
-  // A device-held fp8 scale is read once, when the kernel runs (graph replays see updates).
-  const float out_scale = p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : p.out_scale;
+  // A device-held fp8 scale is read once, when the kernel runs (graph replays
+  // see updates); the host then passes out_scale 1, so the product is exact.
+  // (Selecting between the pointer and &p.out_scale would let the compiler
+  // copy the kernel arguments to local memory.)
+  const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = detail::quad_sum(row_sum[r]);

@@ -43,7 +43,9 @@ struct MergeKernelParams {
   const float* out_scale_ptr = nullptr;  // when set, the scale is read here (device memory)
 
   // The fp8 scale, read when the kernel runs (graph replays see updates).
-  MLA_DEVICE float scale() const { return out_scale_ptr != nullptr ? *out_scale_ptr : out_scale; }
+  // (A product, not a select between two addresses, which could put the
+  // parameters in local memory; out_scale is 1 when the pointer is set.)
+  MLA_DEVICE float scale() const { return out_scale * (out_scale_ptr != nullptr ? *out_scale_ptr : 1.0f); }
 };
 
 // Storage type and conversions of one element type.
