@@ -61,26 +61,44 @@ const std::vector<std::vector<int>> chunk_lens{{5, 0, 40, 0, 17}, {0, 3, 11, 1, 
   return ::testing::AssertionSuccess();
 }
 
-class CallerMemory : public Conformance {};
+// One step's metadata and random operands: new tokens `lens`, then one
+// context chunk per entry of `chunks`, with views ready for run_prefill_step.
+struct Step {
+  PrefillMetadata meta;
+  std::vector<Operands> chunks;
+  std::vector<TensorView> chunk_k, chunk_v;
+  Operands ops;
+};
+
+class CallerMemory : public Conformance {
+ protected:
+  Step random_step(const std::vector<int>& lens, const std::vector<std::vector<int>>& chunks) {
+    Step step;
+    step.meta = PrefillMetadata::from_lengths(lens, lens);
+    for (const std::vector<int>& chunk : chunks) {
+      step.meta.add_chunk(chunk);
+      std::int64_t keys = 0;
+      for (int n : chunk) keys += n;
+      step.chunks.push_back(random_operands(0, keys));
+    }
+    for (const Operands& chunk : step.chunks) {
+      step.chunk_k.push_back(chunk.dk.view);
+      step.chunk_v.push_back(chunk.dv.view);
+    }
+    step.ops = random_operands(step.meta.num_q_tokens(), step.meta.num_k_tokens());
+    return step;
+  }
+};
 
 // 0 to 3 chunks: both parities of the merge ping-pong, and the step without context.
 TEST_P(CallerMemory, PrefillStepIntoCallerBuffersEqualsAllocatingPathAndAllocatesNothing) {
   for (std::size_t num_chunks = 0; num_chunks <= chunk_lens.size(); ++num_chunks) {
     SCOPED_TRACE(std::to_string(num_chunks) + " chunk(s)");
-    PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
-    std::vector<Operands> chunks;
-    std::vector<TensorView> chunk_k, chunk_v;
-    for (std::size_t c = 0; c < num_chunks; ++c) {
-      meta.add_chunk(chunk_lens[c]);
-      std::int64_t keys = 0;
-      for (int n : chunk_lens[c]) keys += n;
-      chunks.push_back(random_operands(0, keys));
-    }
-    for (const Operands& chunk : chunks) {
-      chunk_k.push_back(chunk.dk.view);
-      chunk_v.push_back(chunk.dv.view);
-    }
-    const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+    const Step step_data =
+        random_step(q_lens, std::vector<std::vector<int>>(chunk_lens.begin(), chunk_lens.begin() + num_chunks));
+    const PrefillMetadata& meta = step_data.meta;
+    const std::vector<TensorView>&chunk_k = step_data.chunk_k, &chunk_v = step_data.chunk_v;
+    const Operands& ops = step_data.ops;
     const std::int64_t nq = meta.num_q_tokens();
 
     auto counter = std::make_shared<CountingAllocator>(queue_.allocator());
@@ -123,20 +141,10 @@ TEST_P(CallerMemory, DeviceMetadataStepEqualsHostMetadataStep) {
   // One sequence longer than any kernel's query tile (64 or 128 rows), so
   // that a sequence spans several tiles of the grid.
   const std::vector<int> long_q_lens{1, 0, 130, 6, 33};
-  PrefillMetadata meta = PrefillMetadata::from_lengths(long_q_lens, long_q_lens);
-  std::vector<Operands> chunks;
-  std::vector<TensorView> chunk_k, chunk_v;
-  for (const std::vector<int>& lens : chunk_lens) {
-    meta.add_chunk(lens);
-    std::int64_t keys = 0;
-    for (int n : lens) keys += n;
-    chunks.push_back(random_operands(0, keys));
-  }
-  for (const Operands& chunk : chunks) {
-    chunk_k.push_back(chunk.dk.view);
-    chunk_v.push_back(chunk.dv.view);
-  }
-  const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  const Step step_data = random_step(long_q_lens, chunk_lens);
+  const PrefillMetadata& meta = step_data.meta;
+  const std::vector<TensorView>&chunk_k = step_data.chunk_k, &chunk_v = step_data.chunk_v;
+  const Operands& ops = step_data.ops;
   const std::int64_t nq = meta.num_q_tokens();
   const AttentionResult expected_result =
       run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
@@ -203,20 +211,10 @@ TEST_P(CallerMemory, DeviceMetadataStepEqualsHostMetadataStep) {
 // step raises one Error(device), frees what it had allocated, and the next
 // step on the same backend gives the right result.
 TEST_P(CallerMemory, AnAllocationFailureIsOneErrorAndTheNextStepWorks) {
-  PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
-  meta.add_chunk(chunk_lens[0]);
-  meta.add_chunk(chunk_lens[1]);
-  std::vector<Operands> chunks;
-  for (const auto& lens : {chunk_lens[0], chunk_lens[1]}) {
-    std::int64_t keys = 0;
-    for (int n : lens) keys += n;
-    chunks.push_back(random_operands(0, keys));
-  }
-  const std::vector<TensorView> chunk_k{chunks[0].dk.view, chunks[1].dk.view};
-  const std::vector<TensorView> chunk_v{chunks[0].dv.view, chunks[1].dv.view};
-  const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  const Step s = random_step(q_lens, {chunk_lens[0], chunk_lens[1]});
   const auto run = [&](Queue& queue) {
-    return run_prefill_step(*backend_, queue, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+    return run_prefill_step(*backend_, queue, s.meta, s.ops.dq.view, s.ops.dk.view, s.ops.dv.view, s.chunk_k,
+                            s.chunk_v);
   };
   const AttentionResult expected = run(queue_);
   queue_.wait();

@@ -10,39 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "mla/detail/queue_impl.hpp"
 #include "mla/error.hpp"
 #include "mla/platform.hpp"
 #include "mla/selector.hpp"
+#include "reference/reference_helpers.hpp"
 #include "registry/fake_backend.hpp"
 
 namespace mla::test {
 namespace {
-
-// Reports a CUDA device; memory is host memory so nothing crashes if a check is missing.
-class FakeCudaQueue final : public detail::QueueImpl {
- public:
-  FakeCudaQueue() {
-    capability_.vendor = Vendor::nvidia;
-    capability_.major = 7;
-    capability_.minor = 5;
-    capability_.name = "fake test GPU";
-  }
-  DeviceBackend backend() const override { return DeviceBackend::cuda; }
-  int device_index() const override { return 0; }
-  const DeviceCapability& capability() const override { return capability_; }
-  void* native_stream() const override { return nullptr; }
-  bool can_access(MemoryKind kind) const override { return kind != MemoryKind::host; }
-  void* allocate(std::size_t bytes, MemoryKind) override { return bytes ? std::malloc(bytes) : nullptr; }
-  void deallocate(void* ptr, MemoryKind) noexcept override { std::free(ptr); }
-  void memcpy(void* dst, const void* src, std::size_t bytes) override { std::memmove(dst, src, bytes); }
-  void memset(void* dst, int value, std::size_t bytes) override { std::memset(dst, value, bytes); }
-  std::shared_ptr<detail::EventImpl> record() override { return nullptr; }
-  void wait() override {}
-
- private:
-  DeviceCapability capability_;
-};
 
 template <class Fn>
 std::string error_of(Fn&& fn, ErrorCategory expected) {
@@ -98,7 +73,7 @@ TEST(QueueChoice, AMismatchedQueueNamesBothKinds) {
   RegistryReset reset;
   Selector selector(Config::builtin_defaults());
   const Selection chosen = selector.select(bf16, parse_platform("nvidia:7.5"));
-  Queue gpu(std::make_shared<FakeCudaQueue>());
+  Queue gpu = testing::fake_gpu_queue();
   const std::string message =
       error_of([&] { check_queue(chosen.entry.description, gpu); }, ErrorCategory::not_supported);
   EXPECT_NE(message.find(chosen.name + " runs on a host queue, not on a cuda queue"), std::string::npos) << message;
@@ -132,7 +107,7 @@ TEST(QueueChoice, NoDeclaredKindsTakesTheDefaultQueueAndAcceptsAny) {
   BackendDescription description;
   description.name = "ANY";
   EXPECT_EQ(make_queue(description).backend(), Queue::default_queue().backend());
-  Queue gpu(std::make_shared<FakeCudaQueue>());
+  Queue gpu = testing::fake_gpu_queue();
   check_queue(description, gpu);
   check_queue(description, Queue::host());
 }
