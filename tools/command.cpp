@@ -97,19 +97,6 @@ DType parse_input_dtype(const std::string& text, const char* flag) {
   return *dtype;
 }
 
-std::string describe_platform(const DeviceCapability& platform) {
-  std::string text = platform.describe();
-  if (platform.simulated) {
-    const char* spec = std::getenv("MLA_PLATFORM");
-    text += std::string(", simulated by MLA_PLATFORM=") + (spec ? spec : "?");
-  } else if (platform.vendor == Vendor::host) {
-    text += " (no GPU in this build or on this machine)";
-  } else {
-    text += " \"" + platform.name + "\"";
-  }
-  return text;
-}
-
 HostTensor load_float_tensor(const std::string& path, const char* flag, int rank, const char* layout) {
   const NpyArray array = read_npy(path);
   const std::string what = std::string(flag) + " (" + path + ")";

@@ -72,9 +72,6 @@ std::vector<int> parse_lengths(const std::string& text, const char* flag);
 // bf16, fp16 or fp32 (and their long names); fp8 is not an attention input.
 DType parse_input_dtype(const std::string& text, const char* flag);
 
-// "host", or "nvidia sm_90 (capability 9.0), simulated by MLA_PLATFORM=nvidia:9.0"
-std::string describe_platform(const DeviceCapability& platform);
-
 // A tensor read from a .npy file, widened to float.
 struct HostTensor {
   std::vector<std::int64_t> shape;

@@ -125,4 +125,17 @@ DeviceCapability current_platform() {
   return devices.empty() ? host_capability() : devices.front();
 }
 
+std::string describe_platform(const DeviceCapability& platform) {
+  std::string text = platform.describe();
+  if (platform.simulated) {
+    const char* spec = std::getenv("MLA_PLATFORM");
+    text += std::string(", simulated by MLA_PLATFORM=") + (spec ? spec : "?");
+  } else if (platform.vendor == Vendor::host) {
+    text += " (no GPU in this build or on this machine)";
+  } else {
+    text += " \"" + platform.name + "\"";
+  }
+  return text;
+}
+
 }  // namespace mla

@@ -4,6 +4,7 @@
 // (mla/device.hpp); this layer sits above core and below the backends.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -24,5 +25,10 @@ std::vector<DeviceCapability> detect_devices();
 // The platform selection runs against: MLA_PLATFORM when set, else the first
 // detected GPU, else the host.
 DeviceCapability current_platform();
+
+// The platform for people: describe(), plus how it was found: ", simulated by
+// MLA_PLATFORM=<value>", " (no GPU in this build or on this machine)" on the
+// host, or the runtime's device name in quotes.
+std::string describe_platform(const DeviceCapability& platform);
 
 }  // namespace mla

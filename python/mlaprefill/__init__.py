@@ -1,0 +1,273 @@
+"""MLA prefill attention for Python: backend selection from the library's
+YAML configuration, and the prefill operations on NumPy arrays and PyTorch
+tensors, read and written in place through DLPack (no copies).
+
+    import mlaprefill, torch
+    sel = mlaprefill.Selector()
+    backend = sel.create(sel.select("bfloat16"), num_heads=16, scale=192 ** -0.5)
+    backend.prepare(cu_seqlens_q=[0, 5, 12])
+    out, lse = backend.run_new_tokens(q, k, v)   # q [12, 16, 192], k, v as in vLLM
+
+Tensor layouts (the library's contract): q, k [N, H, P+R], v [N, H, V],
+out [Nq, H, V], lse [H, Nq] float32 (natural log). Strides are honoured.
+"""
+
+from . import _core
+from ._errors import (
+    ConfigError,
+    DeviceError,
+    Error,
+    InternalError,
+    InvalidArgument,
+    IoError,
+    NotFound,
+    NotSupported,
+    PluginError,
+    SelectionError,
+)
+from ._errors import CLASSES as _ERROR_CLASSES
+from . import _tensors
+
+_core._set_error_classes(_ERROR_CLASSES)
+
+DEEPSEEK_DIMS = (128, 64, 128)
+"""(qk_nope_head_dim, qk_rope_head_dim, v_head_dim) of DeepSeek-V2/V3/R1."""
+
+from ._core import (  # noqa: E402  (after the error classes are set)
+    clear_override,
+    configure,
+    expand_plugin_path,
+    is_overridden,
+    load_plugin,
+    loaded_plugins,
+    named_factories,
+    plugin_dir,
+    register_mla_prefill_backend,
+)
+
+
+def platform(spec=None):
+    """The device selection runs against, as a dict (vendor, arch, capability,
+    ...): MLA_PLATFORM when set, else the first GPU, else the host; or the
+    platform `spec` describes ("nvidia:9.0", "amd:gfx942", "host")."""
+    return _core.platform(spec)
+
+
+def backends(config=None, dtype="bfloat16", dims=DEEPSEEK_DIMS, backend=None, platform=None):
+    """What ``mla-prefill backends --json`` prints, as a dict: the platform,
+    the request, the configuration's sources, every backend with available /
+    valid / reasons / priority, and the selection (or why there is none).
+
+    Like the command, this applies the configuration (log level, plugins,
+    overrides) to the process. `config` is a YAML file (default: MLA_CONFIG or
+    the built-in defaults); `backend` an explicit choice on top of it."""
+    return _core.backends_report(config, backend, _tensors.dtype_name(dtype), tuple(dims), platform)
+
+
+class Selection:
+    """The selector's choice: `.name`, `.why`, `.walk` (every candidate
+    considered), `.platform`, and the request it answered (`.dtype`, `.dims`)."""
+
+    def __init__(self, native, dtype, dims):
+        self._native = native
+        self.dtype = dtype
+        self.dims = dims
+
+    name = property(lambda self: self._native.name)
+    why = property(lambda self: self._native.why)
+    walk = property(lambda self: self._native.walk)
+    platform = property(lambda self: self._native.platform)
+    queue_kinds = property(lambda self: self._native.queue_kinds)
+
+    def __repr__(self):
+        return f"Selection({self.name!r}, why={self.why!r})"
+
+
+class Selector:
+    """Chooses backends as the C++ mla::Selector does. The configuration is
+    the built-in defaults < `config` (a YAML file; default MLA_CONFIG) < the
+    environment < `backend`; unless `apply` is False it is applied to the
+    process first (log level, plugins, overrides), as the command does."""
+
+    def __init__(self, config=None, backend=None, apply=True):
+        self._native = _core.Selector(config, backend, apply)
+
+    @property
+    def config_sources(self):
+        return self._native.config_sources
+
+    def select(self, dtype="bfloat16", dims=DEEPSEEK_DIMS, platform=None, backend=None):
+        """The backend for `dtype` (a name or a torch dtype) and `dims` on
+        `platform` (default: this machine's); `backend` names one explicitly
+        (validated, no fallback). Raises SelectionError with every reason."""
+        name = _tensors.dtype_name(dtype)
+        dims = tuple(dims)
+        return Selection(self._native.select(name, dims, platform, backend), name, dims)
+
+    def report(self, dtype="bfloat16", dims=DEEPSEEK_DIMS, platform=None):
+        """Every backend with its availability, reasons and priority."""
+        return self._native.report(_tensors.dtype_name(dtype), tuple(dims), platform)
+
+    def create(self, selection, num_heads, scale, kv_lora_rank=512, dims=None, dtype=None, device=0):
+        """A backend of `selection` for `num_heads` heads and softmax `scale`,
+        on the queue the backend runs on (GPU `device` for GPU backends).
+        `dims` and `dtype` default to what the selection was asked for."""
+        dims = tuple(dims) if dims is not None else selection.dims
+        dtype = _tensors.dtype_name(dtype) if dtype is not None else selection.dtype
+        native = self._native.create(selection._native, num_heads, float(scale), kv_lora_rank, dims, dtype, device)
+        return Backend(native)
+
+
+class Backend:
+    """One prefill backend (vLLM's MLAPrefillBackend): prepare a step's
+    metadata, then run the new tokens, the context chunks and the merge.
+
+    Outputs go into `out` / `lse` when given (written in place, no copy) and
+    are otherwise allocated like the inputs: PyTorch tensors on q's device, or
+    NumPy arrays. A backend may be shared between threads; calls take turns."""
+
+    def __init__(self, native):
+        self._native = native
+
+    name = property(lambda self: self._native.name)
+    num_heads = property(lambda self: self._native.num_heads)
+    scale = property(lambda self: self._native.scale)
+    dtype = property(lambda self: self._native.dtype)
+    dims = property(lambda self: self._native.dims)
+    kv_lora_rank = property(lambda self: self._native.kv_lora_rank)
+    kernel_info = property(lambda self: self._native.kernel_info)
+    queue = property(lambda self: self._native.queue)
+
+    def __repr__(self):
+        return f"Backend({self.name!r}, dtype={self.dtype!r}, num_heads={self.num_heads}, queue={self.queue!r})"
+
+    def supports_quant_output(self, key="fp8_e4m3_static_per_tensor"):
+        return self._native.supports_quant_output(key)
+
+    def prepare(self, cu_seqlens_q, cu_seqlens_k=None, chunks=(), max_seqlen_q=None, max_seqlen_k=None,
+                causal=True):
+        """Checks and stores a step's metadata: cu_seqlens of the new tokens
+        ([B+1], from 0, non-decreasing), of their keys (default: the same),
+        and of each context chunk's keys. Lists, NumPy or PyTorch integers."""
+        self._native.prepare(
+            _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"),
+            None if cu_seqlens_k is None else _tensors.int_list(cu_seqlens_k, "cu_seqlens_k"),
+            [_tensors.int_list(c, f"chunks[{i}]") for i, c in enumerate(chunks)],
+            max_seqlen_q,
+            max_seqlen_k,
+            causal,
+        )
+
+    def _outputs(self, q, out, lse, want_lse, out_dtype):
+        num_q, heads = q.shape[0], q.shape[1]
+        if out is None:
+            out = _tensors.empty(q, (num_q, heads, self.dims[2]), out_dtype)
+        if lse is None and want_lse:
+            lse = _tensors.empty(q, (heads, num_q), "float32")
+        return out, lse
+
+    def run_new_tokens(self, q, k, v, return_lse=True, out=None, lse=None, output_scale=None):
+        """Causal varlen attention of the new tokens. Returns out, or (out,
+        lse) with return_lse. With `output_scale` (a float, or a one-element
+        float32 tensor read when the kernel runs) the output is fp8 e4m3."""
+        if lse is not None and not return_lse:
+            raise InvalidArgument("lse was given but return_lse is False")
+        out_dtype = "float8_e4m3" if output_scale is not None else self.dtype
+        out, lse = self._outputs(q, out, lse, return_lse, out_dtype)
+        a = _tensors.arg
+        self._native.run_new_tokens(a(q), a(k), a(v), return_lse, a(out), None if lse is None else a(lse),
+                                    a(output_scale), _tensors.stream_of(q, out))
+        return (out, lse) if return_lse else out
+
+    def run_context_chunk(self, index, q, k, v, out=None, lse=None):
+        """Non-causal attention of every query against context chunk `index`.
+        Returns (out, lse)."""
+        out, lse = self._outputs(q, out, lse, True, self.dtype)
+        a = _tensors.arg
+        self._native.run_context_chunk(index, a(q), a(k), a(v), a(out), a(lse), _tensors.stream_of(q, out))
+        return out, lse
+
+    def merge_attn_states(self, prefix_output, prefix_lse, suffix_output, suffix_lse, output=None,
+                          output_lse=None, return_lse=False, prefill_tokens_with_context=None, output_scale=None):
+        """vLLM's merge_attn_states: joins two partial attentions by their LSE.
+        Returns output, or (output, output_lse) when return_lse or output_lse."""
+        if output is None:
+            n, heads, v_dim = prefix_output.shape
+            dtype = "float8_e4m3" if output_scale is not None else _tensors.dtype_name(prefix_output.dtype)
+            output = _tensors.empty(prefix_output, (n, heads, v_dim), dtype)
+        if output_lse is None and return_lse:
+            output_lse = _tensors.empty(prefix_output, tuple(prefix_lse.shape), "float32")
+        a = _tensors.arg
+        self._native.merge_attn_states(a(prefix_output), a(prefix_lse), a(suffix_output), a(suffix_lse), a(output),
+                                       None if output_lse is None else a(output_lse), prefill_tokens_with_context,
+                                       a(output_scale), _tensors.stream_of(prefix_output, output))
+        return (output, output_lse) if output_lse is not None else output
+
+    def workspace_size(self, cu_seqlens_q, cu_seqlens_k=None, chunks=()):
+        """Bytes of workspace run_prefill_step needs for this metadata."""
+        return self._native.workspace_size(
+            _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"),
+            None if cu_seqlens_k is None else _tensors.int_list(cu_seqlens_k, "cu_seqlens_k"),
+            [_tensors.int_list(c, f"chunks[{i}]") for i, c in enumerate(chunks)],
+        )
+
+
+def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=(), out=None, lse=None,
+                     return_lse=True, workspace=None, causal=True):
+    """One whole prefill step, as vLLM's forward_mha: causal attention of the
+    new tokens, then each context chunk, merged. `context` is a sequence of
+    (cu_seqlens_k, k, v) per chunk. Returns out, or (out, lse) with
+    return_lse. The workspace (allocated like q unless given: a byte tensor
+    of backend.workspace_size(...) bytes, 64-byte aligned) and the outputs
+    are the caller's memory, so the library allocates nothing."""
+    chunk_cu = [_tensors.int_list(c[0], f"context[{i}] cu_seqlens_k") for i, c in enumerate(context)]
+    cu_q = _tensors.int_list(cu_seqlens_q, "cu_seqlens_q")
+    cu_k = None if cu_seqlens_k is None else _tensors.int_list(cu_seqlens_k, "cu_seqlens_k")
+    if lse is not None and not return_lse:
+        raise InvalidArgument("lse was given but return_lse is False")
+    out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
+    if workspace is None and chunk_cu:
+        workspace = _tensors.aligned_bytes(q, backend._native.workspace_size(cu_q, cu_k, chunk_cu))
+    a = _tensors.arg
+    backend._native.run_prefill_step(
+        a(q), a(k), a(v), cu_q, cu_k, chunk_cu, [a(c[1]) for c in context], [a(c[2]) for c in context], a(out),
+        None if lse is None else a(lse), None if workspace is None else a(workspace), causal,
+        _tensors.stream_of(q, out))
+    return (out, lse) if return_lse else out
+
+
+_merge_backends = {}
+
+
+def merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, output=None, output_lse=None,
+                      return_lse=False, prefill_tokens_with_context=None, output_scale=None, backend=None):
+    """vLLM's merge_attn_states as a function: on `backend`, or on the backend
+    the default Selector picks for prefix_output's dtype and V (kept for
+    later calls)."""
+    if backend is None:
+        dtype = _tensors.dtype_name(prefix_output.dtype)
+        heads, v_dim = prefix_output.shape[1], prefix_output.shape[2]
+        key = (dtype, heads, v_dim)
+        if key not in _merge_backends:
+            selector = Selector()
+            dims = (DEEPSEEK_DIMS[0], DEEPSEEK_DIMS[1], v_dim)
+            _merge_backends[key] = selector.create(selector.select(dtype, dims), heads, 1.0)
+        backend = _merge_backends[key]
+    return backend.merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, output, output_lse,
+                                     return_lse, prefill_tokens_with_context, output_scale)
+
+
+def _load_torch_ops():
+    """Registers torch.ops.mlaprefill when this build has them and torch is importable."""
+    import os
+
+    if _tensors.torch is None:
+        return False
+    path = os.path.join(os.path.dirname(__file__), "_torch_ops.so")
+    if not os.path.exists(path):
+        return False
+    _tensors.torch.ops.load_library(path)
+    return True
+
+
+HAS_TORCH_OPS = _load_torch_ops()

@@ -1,0 +1,241 @@
+// Backend calls from Python. Outputs are always the caller's tensors (the
+// Python package allocates them with the inputs' library), so nothing the
+// library returns needs to outlive a call; the GIL is released while the
+// backend works.
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend_object.hpp"
+#include "bindings.hpp"
+#include "mla/mla.hpp"
+#include "tensors.hpp"
+
+namespace mla::python {
+namespace {
+
+namespace py = pybind11;
+
+std::vector<std::int32_t> cu_seqlens_of(const std::vector<std::int64_t>& values, const std::string& what) {
+  std::vector<std::int32_t> cu;
+  cu.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0 || values[i] > std::numeric_limits<std::int32_t>::max()) {
+      raise(ErrorCategory::invalid_argument,
+            what + "[" + std::to_string(i) + "] = " + std::to_string(values[i]) + " is outside 0..2^31-1");
+    }
+    cu.push_back(static_cast<std::int32_t>(values[i]));
+  }
+  return cu;
+}
+
+int longest(const std::vector<std::int32_t>& cu) { return cu.size() < 2 ? 0 : std::max(0, max_seqlen(cu)); }
+
+using CuList = std::vector<std::int64_t>;
+
+// Host metadata from Python lists; check_metadata runs in prepare().
+PrefillMetadata metadata_of(const CuList& cu_q, const std::optional<CuList>& cu_k, const std::vector<CuList>& chunks,
+                            std::optional<int> max_q, std::optional<int> max_k, bool causal) {
+  PrefillMetadata metadata;
+  metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
+  metadata.cu_seqlens_k = cu_k ? cu_seqlens_of(*cu_k, "cu_seqlens_k") : metadata.cu_seqlens_q;
+  metadata.max_seqlen_q = max_q.value_or(longest(metadata.cu_seqlens_q));
+  metadata.max_seqlen_k = max_k.value_or(longest(metadata.cu_seqlens_k));
+  metadata.causal = causal;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    PrefillMetadata::Chunk chunk;
+    chunk.cu_seqlens_k = cu_seqlens_of(chunks[i], "chunks[" + std::to_string(i) + "]");
+    chunk.max_seqlen_k = longest(chunk.cu_seqlens_k);
+    metadata.chunks.push_back(std::move(chunk));
+  }
+  return metadata;
+}
+
+// None, a float, or a one-element float32 tensor the queue's device reads.
+struct ScaleArgument {
+  std::optional<BorrowedTensor> tensor;
+  std::optional<OutputScale> scale;
+};
+
+ScaleArgument scale_of(py::handle object, const Queue& queue, py::handle stream) {
+  ScaleArgument argument;
+  if (object.is_none()) return argument;
+  if (py::isinstance<py::float_>(object) || py::isinstance<py::int_>(object)) {
+    argument.scale = OutputScale(object.cast<float>());
+    return argument;
+  }
+  argument.tensor = borrow_tensor(object, "output_scale", queue, stream);
+  const TensorView& view = argument.tensor->view;
+  if (view.dtype != DType::float32 || view.numel() != 1) {
+    raise(ErrorCategory::invalid_argument,
+          "output_scale must be a float or a one-element float32 tensor, got " + view.describe());
+  }
+  argument.scale = OutputScale::on_device(static_cast<const float*>(view.data));
+  return argument;
+}
+
+std::optional<TensorView> view_of(const std::optional<BorrowedTensor>& tensor) {
+  if (!tensor) return std::nullopt;
+  return tensor->view;
+}
+
+void prepare(BackendObject& self, const CuList& cu_q, const std::optional<CuList>& cu_k,
+             const std::vector<CuList>& chunks, std::optional<int> max_q, std::optional<int> max_k, bool causal,
+             py::handle stream) {
+  const PrefillMetadata metadata = metadata_of(cu_q, cu_k, chunks, max_q, max_k, causal);
+  Queue queue = self.queue_for(stream);
+  py::gil_scoped_release unlocked;
+  std::lock_guard lock(self.mutex());
+  self.backend().prepare(queue, metadata);
+}
+
+void run_new_tokens(BackendObject& self, py::handle q, py::handle k, py::handle v, bool return_lse, py::handle out,
+                    py::handle lse, py::handle output_scale, py::handle stream) {
+  Queue queue = self.queue_for(stream);
+  const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
+  const BorrowedTensor tk = borrow_tensor(k, "k", queue, stream);
+  const BorrowedTensor tv = borrow_tensor(v, "v", queue, stream);
+  const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
+  const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
+  const ScaleArgument scale = scale_of(output_scale, queue, stream);
+  py::gil_scoped_release unlocked;
+  std::lock_guard lock(self.mutex());
+  self.backend().run_new_tokens(queue, tq.view, tk.view, tv.view, return_lse, tout.view, scale.scale, view_of(tlse));
+}
+
+void run_context_chunk(BackendObject& self, int index, py::handle q, py::handle k, py::handle v, py::handle out,
+                       py::handle lse, py::handle stream) {
+  Queue queue = self.queue_for(stream);
+  const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
+  const BorrowedTensor tk = borrow_tensor(k, "k", queue, stream);
+  const BorrowedTensor tv = borrow_tensor(v, "v", queue, stream);
+  const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
+  const BorrowedTensor tlse = borrow_tensor(lse, "lse", queue, stream);
+  py::gil_scoped_release unlocked;
+  std::lock_guard lock(self.mutex());
+  self.backend().run_context_chunk(queue, index, tq.view, tk.view, tv.view, tout.view, tlse.view);
+}
+
+void merge(BackendObject& self, py::handle prefix_out, py::handle prefix_lse, py::handle suffix_out,
+           py::handle suffix_lse, py::handle out, py::handle out_lse, std::optional<std::int64_t> tokens_with_context,
+           py::handle output_scale, py::handle stream) {
+  Queue queue = self.queue_for(stream);
+  const BorrowedTensor po = borrow_tensor(prefix_out, "prefix_output", queue, stream);
+  const BorrowedTensor pl = borrow_tensor(prefix_lse, "prefix_lse", queue, stream);
+  const BorrowedTensor so = borrow_tensor(suffix_out, "suffix_output", queue, stream);
+  const BorrowedTensor sl = borrow_tensor(suffix_lse, "suffix_lse", queue, stream);
+  const BorrowedTensor to = borrow_tensor(out, "output", queue, stream);
+  const std::optional<BorrowedTensor> tl = borrow_optional(out_lse, "output_lse", queue, stream);
+  const ScaleArgument scale = scale_of(output_scale, queue, stream);
+  MergeArgs args;
+  args.prefix_out = po.view;
+  args.prefix_lse = pl.view;
+  args.suffix_out = so.view;
+  args.suffix_lse = sl.view;
+  args.out = to.view;
+  if (tl) args.out_lse = tl->view;
+  args.prefill_tokens_with_context = tokens_with_context;
+  args.out_scale = scale.scale;
+  py::gil_scoped_release unlocked;
+  std::lock_guard lock(self.mutex());
+  self.backend().merge_attn_states(queue, args);
+}
+
+std::vector<BorrowedTensor> borrow_list(const py::list& objects, const char* what, const Queue& queue,
+                                        py::handle stream) {
+  std::vector<BorrowedTensor> tensors;
+  for (std::size_t i = 0; i < objects.size(); ++i) {
+    const std::string name = std::string(what) + "[" + std::to_string(i) + "]";
+    tensors.push_back(borrow_tensor(objects[i], name.c_str(), queue, stream));
+  }
+  return tensors;
+}
+
+std::size_t workspace_size(const BackendObject& self, const CuList& cu_q, const std::optional<CuList>& cu_k,
+                           const std::vector<CuList>& chunks) {
+  const PrefillMetadata metadata = metadata_of(cu_q, cu_k, chunks, std::nullopt, std::nullopt, true);
+  return prefill_step_workspace_size(self.backend().params(), metadata);
+}
+
+void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handle v, const CuList& cu_q,
+                      const std::optional<CuList>& cu_k, const std::vector<CuList>& chunk_cu, const py::list& chunk_k,
+                      const py::list& chunk_v, py::handle out, py::handle lse, py::handle workspace, bool causal,
+                      py::handle stream) {
+  const PrefillMetadata metadata = metadata_of(cu_q, cu_k, chunk_cu, std::nullopt, std::nullopt, causal);
+  Queue queue = self.queue_for(stream);
+  const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
+  const BorrowedTensor tk = borrow_tensor(k, "k", queue, stream);
+  const BorrowedTensor tv = borrow_tensor(v, "v", queue, stream);
+  const std::vector<BorrowedTensor> ck = borrow_list(chunk_k, "chunk_k", queue, stream);
+  const std::vector<BorrowedTensor> cv = borrow_list(chunk_v, "chunk_v", queue, stream);
+  const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
+  const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
+  const std::optional<BorrowedTensor> tws = borrow_optional(workspace, "workspace", queue, stream);
+  std::vector<TensorView> k_views, v_views;
+  for (const BorrowedTensor& t : ck) k_views.push_back(t.view);
+  for (const BorrowedTensor& t : cv) v_views.push_back(t.view);
+  PrefillStepBuffers buffers;
+  buffers.out = tout.view;
+  if (tlse) buffers.lse = tlse->view;
+  if (tws) {
+    if (!tws->view.is_contiguous()) raise(ErrorCategory::invalid_argument, "workspace must be contiguous");
+    buffers.workspace = tws->view.data;
+    buffers.workspace_bytes = static_cast<std::size_t>(tws->view.numel()) * dtype_size(tws->view.dtype);
+  }
+  py::gil_scoped_release unlocked;
+  std::lock_guard lock(self.mutex());
+  mla::run_prefill_step(self.backend(), queue, metadata, tq.view, tk.view, tv.view, k_views, v_views, buffers);
+}
+
+QuantKey quant_key_of(const std::string& key) {
+  if (key == "fp8_e4m3_static_per_tensor") return QuantKey::fp8_e4m3_static_per_tensor;
+  raise(ErrorCategory::invalid_argument,
+        "unknown output quantisation '" + key + "'; known: fp8_e4m3_static_per_tensor");
+}
+
+}  // namespace
+
+void bind_backend(py::module_& m) {
+  const py::none none;
+  py::class_<BackendObject, std::shared_ptr<BackendObject>>(m, "Backend")
+      .def_property_readonly("name", [](const BackendObject& b) { return b.backend().name(); })
+      .def_property_readonly("num_heads", [](const BackendObject& b) { return b.backend().params().num_heads; })
+      .def_property_readonly("scale", [](const BackendObject& b) { return b.backend().params().scale; })
+      .def_property_readonly("kv_lora_rank", [](const BackendObject& b) { return b.backend().params().kv_lora_rank; })
+      .def_property_readonly("dtype",
+                             [](const BackendObject& b) { return std::string(dtype_name(b.backend().params().dtype)); })
+      .def_property_readonly("dims",
+                             [](const BackendObject& b) {
+                               const MlaDims& d = b.backend().params().dims;
+                               return std::make_tuple(d.qk_nope_head_dim, d.qk_rope_head_dim, d.v_head_dim);
+                             })
+      .def_property_readonly("kernel_info", [](const BackendObject& b) { return b.backend().kernel_info(); })
+      .def_property_readonly("queue", [](const BackendObject& b) { return b.queue().describe(); })
+      .def_property_readonly(
+          "queue_kind", [](const BackendObject& b) { return std::string(device_backend_name(b.queue().backend())); })
+      .def_property_readonly("device_index", [](const BackendObject& b) { return b.queue().device_index(); })
+      .def("supports_quant_output",
+           [](const BackendObject& b, const std::string& key) {
+             return b.backend().supports_quant_output(quant_key_of(key));
+           })
+      .def("prepare", &prepare, py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("chunks"),
+           py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal"), py::arg("stream") = none)
+      .def("run_new_tokens", &run_new_tokens, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("return_lse"),
+           py::arg("out"), py::arg("lse"), py::arg("output_scale"), py::arg("stream") = none)
+      .def("run_context_chunk", &run_context_chunk, py::arg("index"), py::arg("q"), py::arg("k"), py::arg("v"),
+           py::arg("out"), py::arg("lse"), py::arg("stream") = none)
+      .def("merge_attn_states", &merge, py::arg("prefix_output"), py::arg("prefix_lse"), py::arg("suffix_output"),
+           py::arg("suffix_lse"), py::arg("output"), py::arg("output_lse"), py::arg("prefill_tokens_with_context"),
+           py::arg("output_scale"), py::arg("stream") = none)
+      .def("workspace_size", &workspace_size, py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("chunks"))
+      .def("run_prefill_step", &run_prefill_step, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
+           py::arg("cu_seqlens_k"), py::arg("chunk_cu_seqlens"), py::arg("chunk_k"), py::arg("chunk_v"), py::arg("out"),
+           py::arg("lse"), py::arg("workspace"), py::arg("causal"), py::arg("stream") = none);
+}
+
+}  // namespace mla::python
