@@ -159,7 +159,7 @@ class Backend:
         )
 
     def _outputs(self, q, out, lse, want_lse, out_dtype):
-        num_q, heads = q.shape[0], q.shape[1]
+        num_q, heads = _tensors.require_tensor(q, "q").shape[:2]
         if out is None:
             out = _tensors.empty(q, (num_q, heads, self.dims[2]), out_dtype)
         if lse is None and want_lse:
@@ -192,7 +192,7 @@ class Backend:
         """vLLM's merge_attn_states: joins two partial attentions by their LSE.
         Returns output, or (output, output_lse) when return_lse or output_lse."""
         if output is None:
-            n, heads, v_dim = prefix_output.shape
+            n, heads, v_dim = _tensors.require_tensor(prefix_output, "prefix_output").shape
             dtype = "float8_e4m3" if output_scale is not None else _tensors.dtype_name(prefix_output.dtype)
             output = _tensors.empty(prefix_output, (n, heads, v_dim), dtype)
         if output_lse is None and return_lse:
@@ -245,7 +245,7 @@ def merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, outp
     the default Selector picks for prefix_output's dtype and V (kept for
     later calls)."""
     if backend is None:
-        dtype = _tensors.dtype_name(prefix_output.dtype)
+        dtype = _tensors.dtype_name(_tensors.require_tensor(prefix_output, "prefix_output").dtype)
         heads, v_dim = prefix_output.shape[1], prefix_output.shape[2]
         key = (dtype, heads, v_dim)
         if key not in _merge_backends:

@@ -4,6 +4,8 @@ and what the C++ module is handed for each argument."""
 
 import numpy as np
 
+from ._errors import InvalidArgument
+
 try:  # PyTorch is optional: NumPy arrays work without it.
     import torch
 except ImportError:  # pragma: no cover - exercised only where torch is absent
@@ -43,6 +45,17 @@ def dtype_name(dtype):
         if numpy_dtype == value:
             return name
     raise TypeError(f"unsupported NumPy dtype {numpy_dtype}; use float32 or float16")
+
+
+def require_tensor(tensor, what):
+    """`tensor` itself, or InvalidArgument (the C++ module's words) when it is
+    not a DLPack tensor and its shape cannot be read for the outputs."""
+    if not hasattr(tensor, "__dlpack__") or not hasattr(tensor, "shape"):
+        raise InvalidArgument(
+            f"{what} must be a tensor that supports DLPack (a NumPy array or a PyTorch tensor), "
+            f"got {type(tensor).__name__}"
+        )
+    return tensor
 
 
 def empty(like, shape, dtype):
