@@ -1,0 +1,121 @@
+"""The vLLM adapter, driven as vLLM drives a prefill backend, with PyTorch
+tensors and metadata objects that carry vLLM's attribute names. vLLM itself
+is not installed here, so its registry is tested only for the error."""
+
+import math
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import mlaprefill
+import mlaprefill.vllm as adapter
+from conftest import DQK, V, assert_close, attention, lengths_to_cu, random_tensor
+
+
+def fp8_key():
+    # vLLM's kFp8StaticTensorSym as its attributes: fp8 dtype, static per-tensor scale.
+    return SimpleNamespace(dtype="torch.float8_e4m3fn", scale=SimpleNamespace(static=True, group_shape=(-1, -1)))
+
+
+def test_the_class_methods_vllm_selects_with():
+    cls = adapter.MlaPrefillBackend
+    assert cls.get_name() == "MLAPREFILL"
+    assert cls.is_available()
+    assert cls.supports_dtype(torch.bfloat16) and not cls.supports_dtype(torch.float64)
+    assert cls.validate_configuration(None, SimpleNamespace(dtype=torch.bfloat16)) == []
+    assert cls.validate_configuration(None, SimpleNamespace(dtype=torch.float64)) == [
+        "dtype torch.float64 not supported"
+    ]
+    assert not cls.supports_quant_output(SimpleNamespace(dtype="torch.int8", scale=None))
+    selected = mlaprefill.Selector().select("bfloat16")
+    assert cls.supports_quant_output(fp8_key()) == selected._native.fp8_output
+
+
+def test_a_capability_is_judged_on_that_platform(monkeypatch):
+    cls = adapter.MlaPrefillBackend
+    hopper = SimpleNamespace(major=9, minor=0)
+    monkeypatch.setenv("MLA_PREFILL_BACKEND", "REFERENCE")
+    assert cls.supports_compute_capability(hopper)
+    # CUDA_FLASH serves a (simulated) sm_90 exactly when this build has CUDA.
+    monkeypatch.setenv("MLA_PREFILL_BACKEND", "CUDA_FLASH")
+    assert cls.supports_compute_capability(hopper) == mlaprefill._core.build_info()["cuda"]
+    assert not cls.supports_compute_capability(SimpleNamespace(major=7, minor=0))
+    reasons = cls.validate_configuration(SimpleNamespace(major=7, minor=0), SimpleNamespace(dtype=torch.float16))
+    assert len(reasons) == 1 and "CUDA_FLASH" in reasons[0]
+
+
+def test_register_without_vllm_says_what_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # vLLM absent, even where it is installed
+    with pytest.raises(ImportError, match="needs vLLM"):
+        adapter.register()
+
+
+def test_register_calls_vllms_registry(monkeypatch):
+    calls = []
+    registry = SimpleNamespace(
+        MLAPrefillBackendEnum=SimpleNamespace(CUSTOM="CUSTOM"),
+        register_mla_prefill_backend=lambda member, path: calls.append((member, path)),
+    )
+    for name in ("vllm", "vllm.v1", "vllm.v1.attention", "vllm.v1.attention.backends",
+                 "vllm.v1.attention.backends.mla", "vllm.v1.attention.backends.mla.prefill"):
+        monkeypatch.setitem(sys.modules, name, SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "vllm.v1.attention.backends.mla.prefill.registry", registry)
+    assert adapter.register() == "mlaprefill.vllm.MlaPrefillBackend"
+    assert calls == [("CUSTOM", "mlaprefill.vllm.MlaPrefillBackend")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_chunked_prefill_step_as_vllm_runs_it(rng, dtype):
+    heads, q_lengths, chunks = 4, [5, 3, 0], [[4, 2, 1], [3, 0, 0]]
+    cu_q = lengths_to_cu(q_lengths)
+    name = {torch.float32: "float32", torch.bfloat16: "bfloat16"}[dtype]
+    backend = adapter.MlaPrefillBackend(heads, 1.0 / math.sqrt(DQK), 512, 128, 64, 128, vllm_config=None)
+    metadata = SimpleNamespace(
+        query_start_loc=torch.tensor(cu_q, dtype=torch.int32),
+        max_query_len=max(q_lengths),
+        block_table=None,
+        chunked_context=SimpleNamespace(
+            cu_seq_lens=torch.tensor([lengths_to_cu(c) for c in chunks], dtype=torch.int32),
+            max_seq_lens=[max(c) for c in chunks],
+        ),
+    )
+    backend.prepare_metadata(metadata)
+    nq = cu_q[-1]
+    q, k = random_tensor(rng, (nq, heads, DQK), "torch", name), random_tensor(rng, (nq, heads, DQK), "torch", name)
+    v = random_tensor(rng, (nq, heads, V), "torch", name)
+    out, lse = backend.run_prefill_new_tokens(q, k, v, return_softmax_lse=True)
+    assert out.dtype == dtype and lse.shape == (heads, nq)
+    assert isinstance(backend.run_prefill_new_tokens(q, k, v, return_softmax_lse=False), torch.Tensor)
+    for index, lengths in enumerate(chunks):
+        cu_c = lengths_to_cu(lengths)
+        ck = random_tensor(rng, (cu_c[-1], heads, DQK), "torch", name)
+        cv = random_tensor(rng, (cu_c[-1], heads, V), "torch", name)
+        chunk_out, chunk_lse = backend.run_prefill_context_chunk(index, q, ck, cv)
+        expected_out, expected_lse = attention(q.float(), ck.float(), cv.float(), cu_q, cu_c, backend.scale,
+                                               causal=False)
+        assert_close(chunk_out, chunk_lse, expected_out, expected_lse, name)
+    expected_out, expected_lse = attention(q.float(), k.float(), v.float(), cu_q, cu_q, backend.scale, causal=True)
+    assert_close(out, lse, expected_out, expected_lse, name)
+
+
+def test_new_tokens_into_vllms_output_buffer(rng):
+    backend = adapter.MlaPrefillBackend(2, 0.1, 512, 128, 64, 128)
+    backend.prepare_metadata(SimpleNamespace(query_start_loc=torch.tensor([0, 6]), max_query_len=6,
+                                             chunked_context=None))
+    q, k = random_tensor(rng, (6, 2, DQK), "torch"), random_tensor(rng, (6, 2, DQK), "torch")
+    v = random_tensor(rng, (6, 2, V), "torch")
+    out = torch.full((6, 2, V), float("nan"))
+    got = backend.run_prefill_new_tokens(q, k, v, return_softmax_lse=False, out=out)
+    assert got is out and not torch.isnan(out).any()
+    expected, _ = attention(q, k, v, [0, 6], [0, 6], 0.1, causal=True)
+    assert np.abs(out.numpy() - expected).max() < 1e-4
+
+
+def test_run_before_prepare_metadata_is_an_error(rng):
+    backend = adapter.MlaPrefillBackend(2, 0.1, 512, 128, 64, 128)
+    q = random_tensor(rng, (1, 2, DQK), "torch")
+    with pytest.raises(mlaprefill.InvalidArgument, match="prepare_metadata"):
+        backend.run_prefill_new_tokens(q, q, q[..., :V], return_softmax_lse=True)
