@@ -1,0 +1,232 @@
+// torch.ops.mlaprefill: the prefill operations as PyTorch operators, with
+// outputs from PyTorch's allocator (at::empty) and, for CUDA tensors, work
+// on PyTorch's current stream through a queue that borrows it.
+//
+// Each operator selects a backend the way the library does (configuration,
+// MLA_PREFILL_BACKEND, or the `backend` argument) for the tensors' device:
+// the host platform for CPU tensors, the machine's GPU for GPU tensors.
+// Backends are kept per (choice, device, dtype, heads, dims, scale); calls on
+// one backend take turns, since a backend holds the prepared step.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#ifdef MLA_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+#include "mla/mla.hpp"
+#include "torch_tensors.hpp"
+
+namespace mla::python {
+namespace {
+
+struct BackendKey {
+  std::string choice;
+  bool gpu = false;
+  int device = 0;
+  DType dtype = DType::float32;
+  int heads = 0;
+  int p = 0, r = 0, v = 0;
+  std::uint32_t scale_bits = 0;
+
+  auto tie() const { return std::tie(choice, gpu, device, dtype, heads, p, r, v, scale_bits); }
+  bool operator<(const BackendKey& other) const { return tie() < other.tie(); }
+};
+
+struct CachedBackend {
+  explicit CachedBackend(Queue q) : queue(std::move(q)) {}
+  std::unique_ptr<PrefillBackend> backend;
+  Queue queue;
+  std::mutex mutex;
+};
+
+// PyTorch 1.x registers optional arguments as c10::optional.
+template <class T>
+std::optional<T> std_optional(const c10::optional<T>& value) {
+  return value ? std::optional<T>(*value) : std::nullopt;
+}
+
+// The queue an operator call runs on: the backend's own for CPU tensors, a
+// queue borrowing PyTorch's current stream for GPU tensors.
+Queue queue_for(const CachedBackend& cached, const at::Tensor& q) {
+  if (q.is_cpu()) return cached.queue;
+#ifdef MLA_TORCH_CUDA
+  if (q.is_cuda()) {
+    void* stream = at::cuda::getCurrentCUDAStream(q.device().index()).stream();
+    return Queue::borrow(cached.queue.backend(), static_cast<int>(q.device().index()), stream);
+  }
+#endif
+  raise(
+      ErrorCategory::not_supported,
+      "torch.ops.mlaprefill in this build takes CPU tensors" +
+          std::string(device_backend_built(DeviceBackend::cuda) ? " and CUDA tensors of a CUDA-enabled PyTorch" : "") +
+          "; q is on " + q.device().str());
+}
+
+// The dims of attention on q [N, H, P+R] and v [N, H, V] with R = rope_dim.
+MlaDims dims_of(const at::Tensor& q, const at::Tensor& v, std::int64_t rope_dim) {
+  if (q.dim() != 3 || v.dim() != 3) raise(ErrorCategory::invalid_argument, "q and v must be 3-d [N, H, D]");
+  if (rope_dim < 0 || rope_dim > q.size(2)) {
+    raise(ErrorCategory::invalid_argument,
+          "qk_rope_head_dim " + std::to_string(rope_dim) + " does not fit q's head dim " + std::to_string(q.size(2)));
+  }
+  return {static_cast<int>(q.size(2) - rope_dim), static_cast<int>(rope_dim), static_cast<int>(v.size(2))};
+}
+
+CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, double scale,
+                           const std::optional<std::string>& choice) {
+  static std::mutex cache_mutex;
+  static std::map<BackendKey, std::unique_ptr<CachedBackend>> cache;
+  static std::optional<Selector> selector;
+
+  const TensorView qv = view_of(q, "q");
+  BackendKey key;
+  key.choice = choice.value_or("");
+  key.gpu = !q.is_cpu();
+  key.device = key.gpu ? static_cast<int>(q.device().index()) : 0;
+  key.dtype = qv.dtype;
+  key.heads = qv.rank > 1 ? static_cast<int>(qv.shape[1]) : 0;
+  key.p = dims.qk_nope_head_dim;
+  key.r = dims.qk_rope_head_dim;
+  key.v = dims.v_head_dim;
+  const auto scale_f = static_cast<float>(scale);
+  std::memcpy(&key.scale_bits, &scale_f, sizeof scale_f);
+
+  std::lock_guard lock(cache_mutex);
+  auto& slot = cache[key];
+  if (slot) return *slot;
+  if (!selector) {
+    Config config = resolve_config();
+    configure(config);
+    selector.emplace(std::move(config));
+  }
+  const DeviceCapability platform = key.gpu ? current_platform() : host_capability();
+  const Selection selection = selector->select({key.dtype, dims}, platform, choice);
+  BackendParams params;
+  params.num_heads = key.heads;
+  params.scale = scale_f;
+  params.dims = dims;
+  params.dtype = key.dtype;
+  auto cached = std::make_unique<CachedBackend>(make_queue(selection, key.device));
+  cached->backend = selector->create(selection, params);
+  slot = std::move(cached);
+  return *slot;
+}
+
+PrefillMetadata metadata_of(const at::Tensor& cu_q, const at::Tensor& cu_k, bool causal) {
+  PrefillMetadata metadata;
+  metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
+  metadata.cu_seqlens_k = cu_seqlens_of(cu_k, "cu_seqlens_k");
+  metadata.max_seqlen_q = metadata.cu_seqlens_q.size() < 2 ? 0 : std::max(0, max_seqlen(metadata.cu_seqlens_q));
+  metadata.max_seqlen_k = metadata.cu_seqlens_k.size() < 2 ? 0 : std::max(0, max_seqlen(metadata.cu_seqlens_k));
+  metadata.causal = causal;
+  return metadata;
+}
+
+std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& q, const at::Tensor& v) {
+  at::Tensor out = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
+  at::Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
+  return {out, lse};
+}
+
+// Attention of q against k/v with the given cu_seqlens: causal for new
+// tokens, non-causal for a context chunk. Returns (out [Nq, H, V], lse [H, Nq]).
+std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                             const at::Tensor& cu_q, const at::Tensor& cu_k, double scale, bool causal,
+                                             std::int64_t rope_dim, const std::optional<std::string>& backend) {
+  std::tuple<at::Tensor, at::Tensor> result;
+  translate_errors([&] {
+    CachedBackend& cached = backend_for(q, dims_of(q, v, rope_dim), scale, backend);
+    const PrefillMetadata metadata = metadata_of(cu_q, cu_k, causal);
+    if (q.size(0) != metadata.num_q_tokens()) {
+      raise(ErrorCategory::invalid_argument, "q has " + std::to_string(q.size(0)) +
+                                                 " tokens but cu_seqlens_q ends at " +
+                                                 std::to_string(metadata.num_q_tokens()));
+    }
+    result = empty_outputs(q, v);
+    Queue queue = queue_for(cached, q);
+    std::lock_guard lock(cached.mutex);
+    cached.backend->prepare(queue, metadata);
+    cached.backend->run_new_tokens(queue, view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), true,
+                                   view_of(std::get<0>(result), "out"), std::nullopt,
+                                   view_of(std::get<1>(result), "lse"));
+  });
+  return result;
+}
+
+std::tuple<at::Tensor, at::Tensor> prefill(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                           const at::Tensor& cu_q, const at::Tensor& cu_k, double scale, bool causal,
+                                           std::int64_t rope_dim, const c10::optional<std::string>& backend) {
+  return attention(q, k, v, cu_q, cu_k, scale, causal, rope_dim, std_optional(backend));
+}
+
+std::tuple<at::Tensor, at::Tensor> context_chunk(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                 const at::Tensor& cu_q, const at::Tensor& cu_k, double scale,
+                                                 std::int64_t rope_dim, const c10::optional<std::string>& backend) {
+  return attention(q, k, v, cu_q, cu_k, scale, false, rope_dim, std_optional(backend));
+}
+
+std::tuple<at::Tensor, at::Tensor> merge(const at::Tensor& prefix_out, const at::Tensor& prefix_lse,
+                                         const at::Tensor& suffix_out, const at::Tensor& suffix_lse,
+                                         c10::optional<std::int64_t> tokens_with_context,
+                                         const c10::optional<std::string>& backend) {
+  std::tuple<at::Tensor, at::Tensor> result;
+  translate_errors([&] {
+    // A merge reads no q or k: a backend of the outputs' dtype, heads and V
+    // serves it, selected as for DeepSeek's P and R.
+    const int v_dim = prefix_out.dim() == 3 ? static_cast<int>(prefix_out.size(2)) : 0;
+    const MlaDims dims{deepseek_dims.qk_nope_head_dim, deepseek_dims.qk_rope_head_dim, v_dim};
+    CachedBackend& cached = backend_for(prefix_out, dims, 1.0, std_optional(backend));
+    result = std::make_tuple(at::empty_like(prefix_out, at::MemoryFormat::Contiguous),
+                             at::empty_like(prefix_lse, at::MemoryFormat::Contiguous));
+    MergeArgs args;
+    args.prefix_out = view_of(prefix_out, "prefix_output");
+    args.prefix_lse = view_of(prefix_lse, "prefix_lse");
+    args.suffix_out = view_of(suffix_out, "suffix_output");
+    args.suffix_lse = view_of(suffix_lse, "suffix_lse");
+    args.out = view_of(std::get<0>(result), "output");
+    args.out_lse = view_of(std::get<1>(result), "output_lse");
+    args.prefill_tokens_with_context = std_optional(tokens_with_context);
+    Queue queue = queue_for(cached, prefix_out);
+    std::lock_guard lock(cached.mutex);
+    cached.backend->merge_attn_states(queue, args);
+  });
+  return result;
+}
+
+}  // namespace
+}  // namespace mla::python
+
+TORCH_LIBRARY(mlaprefill, m) {
+  m.def(
+      "prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float scale, "
+      "bool causal=True, int qk_rope_head_dim=64, str? backend=None) -> (Tensor, Tensor)");
+  m.def(
+      "context_chunk(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float scale, "
+      "int qk_rope_head_dim=64, str? backend=None) -> (Tensor, Tensor)");
+  m.def(
+      "merge_attn_states(Tensor prefix_output, Tensor prefix_lse, Tensor suffix_output, Tensor suffix_lse, "
+      "int? prefill_tokens_with_context=None, str? backend=None) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(mlaprefill, CPU, m) {
+  m.impl("prefill", &mla::python::prefill);
+  m.impl("context_chunk", &mla::python::context_chunk);
+  m.impl("merge_attn_states", &mla::python::merge);
+}
+
+#ifdef MLA_TORCH_CUDA
+TORCH_LIBRARY_IMPL(mlaprefill, CUDA, m) {
+  m.impl("prefill", &mla::python::prefill);
+  m.impl("context_chunk", &mla::python::context_chunk);
+  m.impl("merge_attn_states", &mla::python::merge);
+}
+#endif

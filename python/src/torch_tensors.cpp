@@ -1,0 +1,79 @@
+#include "torch_tensors.hpp"
+
+#include <limits>
+#include <string>
+
+#include "mla/error.hpp"
+
+namespace mla::python {
+namespace {
+
+DType dtype_of(const at::Tensor& tensor, const char* what) {
+  switch (tensor.scalar_type()) {
+    case at::kFloat:
+      return DType::float32;
+    case at::kHalf:
+      return DType::float16;
+    case at::kBFloat16:
+      return DType::bfloat16;
+    case at::kByte:
+      return DType::float8_e4m3;  // PyTorch 1.x carries fp8 as its bytes
+    default:
+      raise(ErrorCategory::invalid_argument, std::string(what) + " has element type " +
+                                                 std::string(c10::toString(tensor.scalar_type())) +
+                                                 "; use float32, float16, bfloat16, or uint8 for fp8 e4m3 bytes");
+  }
+}
+
+}  // namespace
+
+TensorView view_of(const at::Tensor& tensor, const char* what) {
+  if (!tensor.defined()) raise(ErrorCategory::invalid_argument, std::string(what) + " is an undefined tensor");
+  const auto rank = tensor.dim();
+  if (rank < 1 || rank > TensorView::max_rank) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(what) + " has rank " + std::to_string(rank) + "; tensors of rank 1 to 4 are accepted");
+  }
+  TensorView view;
+  view.dtype = dtype_of(tensor, what);
+  view.rank = static_cast<int>(rank);
+  for (int d = 0; d < view.rank; ++d) {
+    view.shape[static_cast<std::size_t>(d)] = tensor.size(d);
+    view.stride[static_cast<std::size_t>(d)] = tensor.stride(d);
+  }
+  view.data = tensor.data_ptr();
+  view.memory = tensor.is_cpu() ? MemoryKind::host : MemoryKind::device;
+  return view;
+}
+
+std::vector<std::int32_t> cu_seqlens_of(const at::Tensor& tensor, const char* what) {
+  if (tensor.dim() != 1 || at::isFloatingType(tensor.scalar_type()) || tensor.scalar_type() == at::kBool) {
+    raise(ErrorCategory::invalid_argument, std::string(what) + " must be a 1-d integer tensor");
+  }
+  const at::Tensor host = tensor.to(at::kCPU, at::kLong).contiguous();
+  const std::int64_t* values = host.data_ptr<std::int64_t>();
+  std::vector<std::int32_t> cu;
+  for (std::int64_t i = 0; i < host.numel(); ++i) {
+    if (values[i] < 0 || values[i] > std::numeric_limits<std::int32_t>::max()) {
+      raise(ErrorCategory::invalid_argument,
+            std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(values[i]) + " is outside 0..2^31-1");
+    }
+    cu.push_back(static_cast<std::int32_t>(values[i]));
+  }
+  return cu;
+}
+
+void translate_errors(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    const ErrorCategory category = error.category();
+    const bool bad_input = category == ErrorCategory::invalid_argument || category == ErrorCategory::config ||
+                           category == ErrorCategory::not_found || category == ErrorCategory::selection;
+    TORCH_CHECK_VALUE(!bad_input, error.what());
+    TORCH_CHECK_NOT_IMPLEMENTED(category != ErrorCategory::not_supported, error.what());
+    TORCH_CHECK(false, error.what());
+  }
+}
+
+}  // namespace mla::python

@@ -1,0 +1,28 @@
+// PyTorch tensors seen as mla::TensorView (no copy), and mla::Error as the
+// exception PyTorch turns into the matching Python one.
+#pragma once
+
+#include <torch/library.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "mla/tensor.hpp"
+
+namespace mla::python {
+
+// A view of `tensor` (float32, float16, bfloat16, or uint8 as fp8 e4m3 bytes;
+// rank 1 to 4). Raises Error(invalid_argument) naming `what`.
+TensorView view_of(const at::Tensor& tensor, const char* what);
+
+// A 1-d integer tensor as int32 cu_seqlens on the host (copied from a GPU).
+std::vector<std::int32_t> cu_seqlens_of(const at::Tensor& tensor, const char* what);
+
+// Runs `body`, turning mla::Error into PyTorch's errors: ValueError for bad
+// input (arguments, configuration, names, selection), NotImplementedError
+// for what this build cannot do, RuntimeError otherwise; the message is the
+// library's.
+void translate_errors(const std::function<void()>& body);
+
+}  // namespace mla::python

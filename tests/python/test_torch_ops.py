@@ -1,0 +1,57 @@
+"""torch.ops.mlaprefill: the operators against the fp64 oracle, their
+outputs from PyTorch's allocator, and PyTorch's errors for bad input."""
+
+import math
+
+import pytest
+import torch
+
+import mlaprefill
+from conftest import DQK, V, assert_close, attention, lengths_to_cu, random_tensor
+
+pytestmark = pytest.mark.skipif(not mlaprefill.HAS_TORCH_OPS, reason="built without libtorch")
+
+
+def test_prefill_and_context_chunk_match_the_oracle(rng):
+    cu_q, cu_c = lengths_to_cu([5, 0, 11]), lengths_to_cu([3, 4, 0])
+    q, k = random_tensor(rng, (16, 4, DQK), "torch"), random_tensor(rng, (16, 4, DQK), "torch")
+    v = random_tensor(rng, (16, 4, V), "torch")
+    ck, cv = random_tensor(rng, (7, 4, DQK), "torch"), random_tensor(rng, (7, 4, V), "torch")
+    scale = 1 / math.sqrt(DQK)
+    cu_q_t, cu_c_t = torch.tensor(cu_q, dtype=torch.int32), torch.tensor(cu_c, dtype=torch.int64)
+    out, lse = torch.ops.mlaprefill.prefill(q, k, v, cu_q_t, cu_q_t, scale)
+    assert_close(out, lse, *attention(q, k, v, cu_q, cu_q, scale, causal=True), "float32")
+    chunk_out, chunk_lse = torch.ops.mlaprefill.context_chunk(q, ck, cv, cu_q_t, cu_c_t, scale)
+    assert_close(chunk_out, chunk_lse, *attention(q, ck, cv, cu_q, cu_c, scale, causal=False), "float32")
+    merged, merged_lse = torch.ops.mlaprefill.merge_attn_states(chunk_out, chunk_lse, out, lse)
+    expected = mlaprefill.merge_attn_states(chunk_out, chunk_lse, out, lse, return_lse=True)
+    assert torch.allclose(merged, expected[0], atol=1e-6) and torch.allclose(merged_lse, expected[1], atol=1e-6)
+
+
+def test_an_explicit_backend_and_bf16(rng):
+    cu = torch.tensor(lengths_to_cu([9, 4]))
+    q, k = random_tensor(rng, (13, 2, DQK), "torch", "bfloat16"), random_tensor(rng, (13, 2, DQK), "torch",
+                                                                               "bfloat16")
+    v = random_tensor(rng, (13, 2, V), "torch", "bfloat16")
+    out, lse = torch.ops.mlaprefill.prefill(q, k, v, cu, cu, 0.1, backend="REFERENCE")
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    assert_close(out, lse, *attention(q.float(), k.float(), v.float(), cu.tolist(), cu.tolist(), 0.1, True),
+                 "bfloat16")
+
+
+def test_bad_input_is_a_value_error_with_the_librarys_message(rng):
+    q, k = random_tensor(rng, (4, 2, DQK), "torch"), random_tensor(rng, (4, 2, DQK), "torch")
+    v = random_tensor(rng, (4, 2, V), "torch")
+    cu = torch.tensor([0, 4])
+    with pytest.raises(ValueError, match="heads"):
+        torch.ops.mlaprefill.prefill(q, k[:, :1], v, cu, cu, 0.1)
+    with pytest.raises(ValueError, match="cu_seqlens_q"):
+        torch.ops.mlaprefill.prefill(q, k, v, torch.tensor([0, 5, 4]), cu, 0.1)
+    with pytest.raises(ValueError, match="integer"):
+        torch.ops.mlaprefill.prefill(q, k, v, torch.tensor([0.0, 4.0]), cu, 0.1)
+    with pytest.raises(ValueError, match="Unknown MLA prefill backend"):
+        torch.ops.mlaprefill.prefill(q, k, v, cu, cu, 0.1, backend="NOPE")
+    with pytest.raises(ValueError, match="element type"):
+        torch.ops.mlaprefill.prefill(q.double(), k, v, cu, cu, 0.1)
+    out, _ = torch.ops.mlaprefill.prefill(q, k, v, cu, cu, 0.1)  # still works afterwards
+    assert torch.isfinite(out).all()
