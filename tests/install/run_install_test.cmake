@@ -46,3 +46,18 @@ if(NOT step_output MATCHES "${expected}")
   message(FATAL_ERROR "install test: unexpected consumer output (wanted ${expected}):\n${step_output}")
 endif()
 message(STATUS "${step_output}")
+
+# The Python package, when the build has it: it imports from the prefix (its
+# module finds the installed libmla) and computes with NumPy arrays.
+if(PYTHON AND PYTHON_DIR)
+  set(python_root ${PYTHON_DIR})
+  if(NOT IS_ABSOLUTE ${python_root})
+    set(python_root ${prefix}/${python_root})
+  endif()
+  run_step("python import" ${CMAKE_COMMAND} -E env PYTHONPATH=${python_root} PYTHONDONTWRITEBYTECODE=1 ${PYTHON} -c
+    "import mlaprefill, numpy as np, os; assert os.path.realpath(mlaprefill.__file__).startswith(os.path.realpath('${python_root}')); s = mlaprefill.Selector(backend='REFERENCE', apply=False); b = s.create(s.select('float32'), num_heads=1, scale=1.0); b.prepare([0, 2]); q = np.ones((2, 1, 192), np.float32); v = np.arange(256, dtype=np.float32).reshape(2, 1, 128); out, lse = b.run_new_tokens(q, q, v); print('python:', b.name, float(out[0, 0, 5]), 'ok')")
+  if(NOT step_output MATCHES "python: REFERENCE 5.0 ok")
+    message(FATAL_ERROR "install test: unexpected output of the installed Python package:\n${step_output}")
+  endif()
+  message(STATUS "${step_output}")
+endif()
