@@ -17,6 +17,6 @@ endif()
 set_target_properties(mla_torch_ops PROPERTIES
   OUTPUT_NAME _torch_ops PREFIX ""
   LIBRARY_OUTPUT_DIRECTORY ${MLA_PYTHON_PACKAGE_DIR}
-  INSTALL_RPATH "${CMAKE_INSTALL_FULL_LIBDIR}")
+  INSTALL_RPATH "${MLA_PYTHON_RPATH}")
 mla_set_warnings(mla_torch_ops)
 install(TARGETS mla_torch_ops LIBRARY DESTINATION ${MLA_PYTHON_INSTALL_DIR}/mlaprefill)

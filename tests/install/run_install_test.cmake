@@ -54,8 +54,22 @@ if(PYTHON AND PYTHON_DIR)
   if(NOT IS_ABSOLUTE ${python_root})
     set(python_root ${prefix}/${python_root})
   endif()
-  run_step("python import" ${CMAKE_COMMAND} -E env PYTHONPATH=${python_root} PYTHONDONTWRITEBYTECODE=1 ${PYTHON} -c
-    "import mlaprefill, numpy as np, os; assert os.path.realpath(mlaprefill.__file__).startswith(os.path.realpath('${python_root}')); s = mlaprefill.Selector(backend='REFERENCE', apply=False); b = s.create(s.select('float32'), num_heads=1, scale=1.0); b.prepare([0, 2]); q = np.ones((2, 1, 192), np.float32); v = np.arange(256, dtype=np.float32).reshape(2, 1, 128); out, lse = b.run_new_tokens(q, q, v); print('python:', b.name, float(out[0, 0, 5]), 'ok')")
+  # A file, not -c: the semicolons of one line of Python would split a CMake argument list.
+  file(WRITE ${WORK_DIR}/use_package.py [=[
+import os, sys
+import numpy as np
+import mlaprefill
+assert os.path.realpath(mlaprefill.__file__).startswith(os.path.realpath(sys.argv[1])), mlaprefill.__file__
+selector = mlaprefill.Selector(backend="REFERENCE", apply=False)
+backend = selector.create(selector.select("float32"), num_heads=1, scale=1.0)
+backend.prepare([0, 2])
+q = np.ones((2, 1, 192), np.float32)
+v = np.arange(256, dtype=np.float32).reshape(2, 1, 128)
+out, lse = backend.run_new_tokens(q, q, v)
+print("python:", backend.name, float(out[0, 0, 5]), "ok")
+]=])
+  run_step("python import" ${CMAKE_COMMAND} -E env PYTHONPATH=${python_root} PYTHONDONTWRITEBYTECODE=1
+    ${PYTHON} ${WORK_DIR}/use_package.py ${python_root})
   if(NOT step_output MATCHES "python: REFERENCE 5.0 ok")
     message(FATAL_ERROR "install test: unexpected output of the installed Python package:\n${step_output}")
   endif()
