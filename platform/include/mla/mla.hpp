@@ -5,6 +5,7 @@
 
 #include "mla/backend.hpp"
 #include "mla/config.hpp"
+#include "mla/context_plan.hpp"
 #include "mla/dims.hpp"
 #include "mla/dtype.hpp"
 #include "mla/error.hpp"
