@@ -12,6 +12,8 @@
 #include "mla/config.hpp"
 #include "mla/error.hpp"
 #include "mla/platform.hpp"
+#include "mla/registry.hpp"
+#include "mla/selector.hpp"
 
 namespace mla {
 namespace {
@@ -202,6 +204,46 @@ TEST(ResolveConfig, BadEnvironmentValues) {
       EXPECT_NE(std::string(error.what()).find("/nonexistent/mla.yaml"), std::string::npos);
     }
   }
+}
+
+// Failure injection: the file a process configured itself from disappears,
+// or is caught half-written, before the next read. Each read is one clear
+// error naming the file; what the process applied before stays as it was
+// (the registry, selectors already built); the next good file works again.
+TEST(Reload, AConfigFileThatDisappearsOrIsHalfWrittenChangesNothing) {
+  const CleanEnv env;
+  const TempDir dir;
+  const std::string text = "backend: REFERENCE\noverrides:\n  KOKKOS: REFERENCE\n";
+  const std::string path = dir.write("engine.yaml", text);
+  configure(resolve_config(path));
+  Selector selector(resolve_config(path));
+  ASSERT_TRUE(mla_prefill_registry().is_overridden(MlaPrefillBackendKind::KOKKOS));
+  const DeviceCapability host = host_capability();
+
+  std::filesystem::remove(path);
+  try {
+    configure(resolve_config(path));
+    ADD_FAILURE() << "a missing file was read";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
+  }
+  dir.write("engine.yaml", "backend: REFERENCE\noverrides:\n  KOKKOS: [REFERENCE\n");
+  try {
+    configure(resolve_config(path));
+    ADD_FAILURE() << "a half-written file was read";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::config);
+    EXPECT_NE(std::string(error.what()).find("engine.yaml:"), std::string::npos) << error.what();
+  }
+  EXPECT_TRUE(mla_prefill_registry().is_overridden(MlaPrefillBackendKind::KOKKOS));
+  EXPECT_EQ(selector.select({DType::bfloat16, deepseek_dims}, host).name, "REFERENCE");
+
+  dir.write("engine.yaml", "backend: auto\n");
+  mla_prefill_registry().clear_override(MlaPrefillBackendKind::KOKKOS);
+  const Config restored = resolve_config(path);
+  configure(restored);
+  EXPECT_EQ(restored.backend, "auto");
+  EXPECT_FALSE(mla_prefill_registry().is_overridden(MlaPrefillBackendKind::KOKKOS));
 }
 
 }  // namespace
