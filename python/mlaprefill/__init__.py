@@ -46,6 +46,14 @@ from ._core import (  # noqa: E402  (after the error classes are set)
 )
 
 
+def plan_context_chunks(context_lens, workspace_tokens, block_size):
+    """How a step's cached context is processed in chunks of at most
+    `workspace_tokens` gathered tokens (vLLM's plan; see the C++
+    plan_context_chunks): a list of chunks, each a dict with `starts` and
+    `cu_seqlens_k` per sequence, `max_seqlen_k` and `chunk_size`."""
+    return _core.plan_context_chunks(_tensors.int_list(context_lens, "context_lens"), workspace_tokens, block_size)
+
+
 def platform(spec=None):
     """The device selection runs against, as a dict (vendor, arch, capability,
     ...): MLA_PLATFORM when set, else the first GPU, else the host; or the

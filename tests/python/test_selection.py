@@ -119,3 +119,11 @@ def test_platform_parses_specs():
     assert amd["vendor"] == "amd" and amd["capability"] == "9.4" and amd["simulated"]
     with pytest.raises(mlaprefill.ConfigError, match="nvidia"):
         mlaprefill.platform("quantum:1.0")
+
+
+def test_the_context_planner_from_python():
+    chunks = mlaprefill.plan_context_chunks([40, 0, 70, 5], workspace_tokens=100, block_size=16)
+    assert [c["cu_seqlens_k"] for c in chunks] == [[0, 32, 32, 64, 69], [0, 8, 8, 40, 40], [0, 0, 0, 6, 6]]
+    assert chunks[1]["starts"] == [32, 0, 32, 5] and chunks[0]["chunk_size"] == 32
+    with pytest.raises(mlaprefill.InvalidArgument, match="cannot hold one block"):
+        mlaprefill.plan_context_chunks([4], workspace_tokens=8, block_size=16)
