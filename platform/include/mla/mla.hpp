@@ -10,6 +10,7 @@
 #include "mla/dtype.hpp"
 #include "mla/error.hpp"
 #include "mla/log.hpp"
+#include "mla/mla_step.hpp"
 #include "mla/platform.hpp"
 #include "mla/problem.hpp"
 #include "mla/queue.hpp"

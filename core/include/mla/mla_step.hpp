@@ -1,0 +1,58 @@
+// The whole MLA prefill step of a batch, as an engine runs it: gather each
+// sequence's cached latent vectors from the paged cache, up-project them and
+// the new tokens' latents through kv_b_proj into per-head keys and values,
+// attend the new tokens' queries to the context chunk by chunk under a
+// workspace budget, and merge with the causal attention over the new tokens.
+//
+// Shapes (L = kv_lora_rank, dims P, R, V and H heads from the backend):
+//   q          [Nq, H, P+R]                 the new tokens' queries
+//   kv_c       [Nq, L]                      the new tokens' latents
+//   k_pe       [Nq, R]                      their rope keys, shared by every head
+//   cache      [num_blocks, block_size, L+R] latent first, rope key last
+//   kv_b_proj  [H*(P+V), L]                 y = x W^T; head h's rows: P key rows, then V value rows
+//   out        [Nq, H, V], lse [H, Nq] float32 (optional)
+// Query i of a sequence with c cached tokens sees all c and the new keys up
+// to itself: causal attention over c + s_q keys, aligned bottom-right.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mla/backend.hpp"
+
+namespace mla {
+
+// Which tokens are new and where each sequence's context is cached.
+struct MlaStepMetadata {
+  std::vector<std::int32_t> cu_seqlens_q;  // [B+1] new tokens per sequence
+  std::vector<std::int32_t> context_lens;  // [B] tokens cached before the new ones
+  std::vector<std::int32_t> block_table;   // [B, max_blocks] row-major: cache block of each block_size tokens
+  int max_blocks = 0;                      // columns of block_table
+};
+
+struct MlaStepInputs {
+  TensorView q;
+  TensorView kv_c;
+  TensorView k_pe;
+  TensorView cache;          // the backend's dtype, or float8_e4m3 bytes dequantised by cache_scale
+  float cache_scale = 1.0f;  // fp8 cache: value = decoded byte * cache_scale
+  TensorView kv_b_proj;      // any float dtype
+};
+
+struct MlaStepOutputs {
+  TensorView out;  // [Nq, H, V] in the backend's dtype
+  TensorView lse;  // [H, Nq] float32; empty view: not wanted
+};
+
+// Runs the step on `backend`, gathering at most `workspace_tokens` context
+// tokens at a time (plan_context_chunks). Checks everything first and raises
+// Error(invalid_argument) naming the culprit: shapes and dtypes, a block id
+// outside the cache, a context longer than its row of the block table.
+//
+// The gather and the up-projection run on the host for now: `queue` must be
+// a host queue (REFERENCE, KOKKOS, host plugins); a GPU queue raises
+// Error(not_supported). The projection is a plain fp32 loop, not a BLAS.
+void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadata& metadata,
+                     const MlaStepInputs& inputs, const MlaStepOutputs& outputs, std::int64_t workspace_tokens);
+
+}  // namespace mla

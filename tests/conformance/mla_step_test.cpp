@@ -1,0 +1,240 @@
+// The whole MLA prefill step (run_mla_prefill) on the backend under test
+// against an fp64 oracle written here: gather from the paged cache, the
+// kv_b_proj up-projection, and causal attention over context + new tokens.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "conformance/conformance_fixture.hpp"
+
+namespace mla::testing {
+namespace {
+
+constexpr int latent_dim = 64;  // kv_lora_rank; DeepSeek's 512 only makes the test slower
+
+// One step's inputs on the host.
+struct Step {
+  std::vector<int> q_lens, context_lens;
+  int block_size = 16;
+  bool fp8_cache = false;
+  float cache_scale = 0.5f;
+  MlaStepMetadata metadata;
+  HostTensor q, kv_c, k_pe, cache, w;
+};
+
+class MlaStep : public Conformance {
+ protected:
+  void SetUp() override {
+    Conformance::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (queue_.backend() != DeviceBackend::host) {
+      GTEST_SKIP() << "run_mla_prefill gathers and projects on host queues only so far";
+    }
+  }
+
+  int p() const { return GetParam().dims.qk_nope_head_dim; }
+  int r() const { return GetParam().dims.qk_rope_head_dim; }
+
+  // Random inputs; the cache's blocks are handed out in shuffled order, with
+  // spare blocks no sequence uses.
+  Step make_step(std::vector<int> q_lens, std::vector<int> context_lens, int block_size, bool fp8 = false) {
+    Step s;
+    s.q_lens = std::move(q_lens);
+    s.context_lens = std::move(context_lens);
+    s.block_size = block_size;
+    s.fp8_cache = fp8;
+    const std::size_t batch = s.q_lens.size();
+    s.metadata.cu_seqlens_q.assign(1, 0);
+    for (int len : s.q_lens) s.metadata.cu_seqlens_q.push_back(s.metadata.cu_seqlens_q.back() + len);
+    int max_blocks = 1;
+    int used = 0;
+    for (int c : s.context_lens) {
+      max_blocks = std::max(max_blocks, (c + block_size - 1) / block_size + 1);
+      used += (c + block_size - 1) / block_size;
+    }
+    const int num_blocks = used + 3;
+    std::vector<std::int32_t> order(static_cast<std::size_t>(num_blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng_);
+    s.metadata.max_blocks = max_blocks;
+    s.metadata.block_table.assign(batch * static_cast<std::size_t>(max_blocks), num_blocks - 1);
+    std::size_t next = 0;
+    for (std::size_t b = 0; b < batch; ++b) {
+      s.metadata.context_lens.push_back(s.context_lens[b]);
+      for (int j = 0; j < (s.context_lens[b] + block_size - 1) / block_size; ++j) {
+        s.metadata.block_table[b * static_cast<std::size_t>(max_blocks) + static_cast<std::size_t>(j)] = order[next++];
+      }
+    }
+    const std::int64_t nq = s.metadata.cu_seqlens_q.back();
+    s.q = random_tensor({nq, heads(), p() + r()}, -1.0f, 1.0f);
+    s.kv_c = random_tensor({nq, latent_dim}, -1.0f, 1.0f);
+    s.k_pe = random_tensor({nq, r()}, -1.0f, 1.0f);
+    s.cache = HostTensor(fp8 ? DType::float8_e4m3 : dtype(), {num_blocks, block_size, latent_dim + r()});
+    s.cache.fill_random(rng_, -1.5f, 1.5f);
+    s.w = HostTensor(DType::float32, {std::int64_t{heads()} * (p() + v_dim()), latent_dim});
+    s.w.fill_random(rng_, -0.3f, 0.3f);
+    return s;
+  }
+
+  // The step in fp64: out [Nq, H, V] and lse [H, Nq].
+  void oracle(const Step& s, std::vector<double>& out, std::vector<double>& lse) const {
+    const int h_count = heads(), P = p(), R = r(), V = v_dim(), L = latent_dim;
+    const std::int64_t nq = s.metadata.cu_seqlens_q.back();
+    const double scale = params_.scale;
+    const double cache_scale = s.fp8_cache ? s.cache_scale : 1.0;
+    out.assign(static_cast<std::size_t>(nq * h_count * V), 0.0);
+    lse.assign(static_cast<std::size_t>(h_count * nq), -INFINITY);
+    // Latent and rope rows (flat: L and R per token) of each sequence's c
+    // context tokens, then of its sq new ones; keys and values of one head.
+    std::vector<double> xs, ropes, keys, values;
+    const auto add_token = [&](const auto& latent, const auto& rope) {
+      for (int l = 0; l < L; ++l) xs.push_back(latent(l));
+      for (int j = 0; j < R; ++j) ropes.push_back(rope(j));
+    };
+    for (std::size_t b = 0; b < s.q_lens.size(); ++b) {
+      const int c = s.context_lens[b], sq = s.q_lens[b];
+      const int q0 = s.metadata.cu_seqlens_q[b];
+      xs.clear();
+      ropes.clear();
+      for (int i = 0; i < c; ++i) {
+        const std::int64_t block = s.metadata.block_table[b * static_cast<std::size_t>(s.metadata.max_blocks) +
+                                                          static_cast<std::size_t>(i / s.block_size)];
+        const int slot = i % s.block_size;
+        add_token([&](int l) { return s.cache.at(block, slot, l) * cache_scale; },
+                  [&](int j) { return s.cache.at(block, slot, L + j) * cache_scale; });
+      }
+      for (int i = 0; i < sq; ++i) {
+        add_token([&](int l) { return double{s.kv_c.at(q0 + i, l)}; },
+                  [&](int j) { return double{s.k_pe.at(q0 + i, j)}; });
+      }
+      const int tokens = c + sq;
+      for (int h = 0; h < h_count; ++h) {
+        keys.assign(static_cast<std::size_t>(tokens * (P + R)), 0.0);
+        values.assign(static_cast<std::size_t>(tokens * V), 0.0);
+        for (int t = 0; t < tokens; ++t) {
+          for (int j = 0; j < P + V; ++j) {
+            double sum = 0;
+            for (int l = 0; l < L; ++l) sum += xs[static_cast<std::size_t>(t * L + l)] * s.w.at(h * (P + V) + j, l);
+            if (j < P) {
+              keys[static_cast<std::size_t>(t * (P + R) + j)] = sum;
+            } else {
+              values[static_cast<std::size_t>(t * V + j - P)] = sum;
+            }
+          }
+          for (int j = 0; j < R; ++j) {
+            keys[static_cast<std::size_t>(t * (P + R) + P + j)] = ropes[static_cast<std::size_t>(t * R + j)];
+          }
+        }
+        for (int i = 0; i < sq; ++i) {
+          const int visible = c + i + 1;
+          std::vector<double> scores(static_cast<std::size_t>(visible));
+          for (int t = 0; t < visible; ++t) {
+            double dot = 0;
+            for (int d = 0; d < P + R; ++d)
+              dot += s.q.at(q0 + i, h, d) * keys[static_cast<std::size_t>(t * (P + R) + d)];
+            scores[static_cast<std::size_t>(t)] = dot * scale;
+          }
+          const double m = *std::max_element(scores.begin(), scores.end());
+          double total = 0;
+          for (double& score : scores) total += (score = std::exp(score - m));
+          for (int d = 0; d < V; ++d) {
+            double acc = 0;
+            for (int t = 0; t < visible; ++t)
+              acc += scores[static_cast<std::size_t>(t)] * values[static_cast<std::size_t>(t * V + d)];
+            out[static_cast<std::size_t>(((q0 + i) * h_count + h) * V + d)] = acc / total;
+          }
+          lse[static_cast<std::size_t>(h * nq + q0 + i)] = m + std::log(total);
+        }
+      }
+    }
+  }
+
+  // Runs the step on the backend under test with `workspace` tokens and
+  // compares with the oracle.
+  ::testing::AssertionResult matches_oracle(Step& s, std::int64_t workspace) {
+    const std::int64_t nq = s.metadata.cu_seqlens_q.back();
+    HostTensor out(dtype(), {nq, heads(), v_dim()});
+    HostTensor lse(DType::float32, {heads(), nq});
+    MlaStepInputs in{s.q.view(), s.kv_c.view(), s.k_pe.view(), s.cache.view(), s.cache_scale, s.w.view()};
+    run_mla_prefill(*backend_, queue_, s.metadata, in, {out.view(), lse.view()}, workspace);
+    std::vector<double> want_out, want_lse;
+    oracle(s, want_out, want_lse);
+    double err = 0, norm = 0, lse_err = 0;
+    for (std::int64_t t = 0; t < nq; ++t) {
+      for (int h = 0; h < heads(); ++h) {
+        for (int d = 0; d < v_dim(); ++d) {
+          const double want = want_out[static_cast<std::size_t>((t * heads() + h) * v_dim() + d)];
+          const double got = out.at(t, h, d);
+          if (std::isnan(got)) return ::testing::AssertionFailure() << "NaN at token " << t;
+          err += (got - want) * (got - want);
+          norm += want * want;
+        }
+        lse_err = std::max(lse_err, std::abs(lse.at(h, t) - want_lse[static_cast<std::size_t>(h * nq + t)]));
+      }
+    }
+    const double relative = std::sqrt(err / std::max(norm, 1e-30));
+    // The library rounds keys and values to the compute dtype, as engines do.
+    const Tolerance tol = tolerance();
+    if (relative > tol.out_relative * 2 || lse_err > tol.lse_absolute * 2) {
+      return ::testing::AssertionFailure()
+             << "relative error " << relative << ", LSE error " << lse_err << " (workspace " << workspace << ")";
+    }
+    return ::testing::AssertionSuccess();
+  }
+};
+
+TEST_P(MlaStep, SequencesWithAndWithoutContextMatchTheOracle) {
+  Step s = make_step({5, 0, 9, 3, 1}, {21, 7, 0, 40, 0}, 16);
+  EXPECT_TRUE(matches_oracle(s, 1 << 20));
+}
+
+TEST_P(MlaStep, EveryBlockSizeAndBudgetGivesTheSameStep) {
+  for (int block : {1, 16, 64}) {
+    Step s = make_step({4, 6, 2}, {30, 0, 71}, block);
+    for (std::int64_t workspace : {std::int64_t{block}, std::int64_t{2 * block + 1}, std::int64_t{101 + block}}) {
+      EXPECT_TRUE(matches_oracle(s, workspace)) << "block " << block;
+    }
+  }
+}
+
+TEST_P(MlaStep, Fp8CacheIsDequantisedByItsScale) {
+  Step s = make_step({3, 5}, {19, 33}, 16, true);
+  s.cache_scale = 0.25f;
+  EXPECT_TRUE(matches_oracle(s, 24));
+}
+
+TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
+  Step s = make_step({2}, {20}, 16);
+  HostTensor out(dtype(), {2, heads(), v_dim()});
+  const auto message = [&](const Step& step, const HostTensor& w) {
+    try {
+      MlaStepInputs in{step.q.view(), step.kv_c.view(), step.k_pe.view(), step.cache.view(), 1.0f, w.view()};
+      run_mla_prefill(*backend_, queue_, step.metadata, in, {out.view(), {}}, 64);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  Step bad_block = s;
+  bad_block.metadata.block_table[1] = 1000;
+  EXPECT_NE(message(bad_block, s.w).find("block_table[0][1] = 1000 is not a block of the cache"), std::string::npos);
+  Step too_long = s;
+  too_long.metadata.context_lens[0] = 16 * too_long.metadata.max_blocks + 1;
+  EXPECT_NE(message(too_long, s.w).find("holds"), std::string::npos);
+  HostTensor wrong_w(DType::float32, {3, latent_dim});
+  EXPECT_NE(message(s, wrong_w).find("kv_b_proj dimension 0 is 3"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MlaStep,
+                         ::testing::Values(ConformanceShape{DType::float32, deepseek_dims, 2},
+                                           ConformanceShape{DType::bfloat16, deepseek_dims, 2},
+                                           ConformanceShape{DType::float16, {64, 32, 64}, 3}),
+                         shape_name);
+
+}  // namespace
+}  // namespace mla::testing
