@@ -244,6 +244,35 @@ def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=
     return (out, lse) if return_lse else out
 
 
+def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu_seqlens_q, kv_b_proj,
+                    workspace_tokens, cache_scale=None, out=None, lse=None, return_lse=True):
+    """The whole MLA prefill step (see the C++ run_mla_prefill): gathers each
+    sequence's cached latents from `cache` [num_blocks, block_size, L+R]
+    through `block_table` [B, max_blocks] (its first context_lens[b] tokens),
+    up-projects them and the new tokens' `kv_c` [Nq, L] / `k_pe` [Nq, R]
+    through `kv_b_proj` [H*(P+V), L], and attends `q` [Nq, H, P+R] to context
+    and new tokens, at most `workspace_tokens` gathered tokens at a time. An
+    fp8 cache is uint8 bytes with `cache_scale`. Returns out [Nq, H, V], or
+    (out, lse) with return_lse. Host queues only for now."""
+    if lse is not None and not return_lse:
+        raise InvalidArgument("lse was given but return_lse is False")
+    out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
+    if _tensors.is_torch(block_table):
+        block_table = block_table.cpu().numpy()
+    import numpy as np
+
+    table = np.asarray(block_table)
+    if table.ndim != 2 or (table.size and table.dtype.kind not in "iu"):
+        raise InvalidArgument(f"block_table must be a 2-d integer array [B, max_blocks], got shape {table.shape}")
+    a = _tensors.arg
+    backend._native.run_mla_prefill(
+        a(q), a(kv_c), a(k_pe), a(cache), 1.0 if cache_scale is None else float(cache_scale), a(kv_b_proj),
+        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
+        [int(x) for x in table.reshape(-1).tolist()], int(table.shape[1]), a(out), None if lse is None else a(lse),
+        workspace_tokens, _tensors.stream_of(q, out))
+    return (out, lse) if return_lse else out
+
+
 _merge_backends = {}
 
 

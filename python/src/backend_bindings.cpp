@@ -192,6 +192,30 @@ void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handl
   mla::run_prefill_step(self.backend(), queue, metadata, tq.view, tk.view, tv.view, k_views, v_views, buffers);
 }
 
+void run_mla_step(BackendObject& self, py::handle q, py::handle kv_c, py::handle k_pe, py::handle cache,
+                  float cache_scale, py::handle kv_b_proj, const CuList& cu_q, const CuList& context_lens,
+                  const CuList& block_table, int max_blocks, py::handle out, py::handle lse,
+                  std::int64_t workspace_tokens, py::handle stream) {
+  MlaStepMetadata metadata;
+  metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
+  metadata.context_lens = cu_seqlens_of(context_lens, "context_lens");
+  metadata.block_table = cu_seqlens_of(block_table, "block_table");
+  metadata.max_blocks = max_blocks;
+  Queue queue = self.queue_for(stream);
+  const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
+  const BorrowedTensor tkv = borrow_tensor(kv_c, "kv_c", queue, stream);
+  const BorrowedTensor tpe = borrow_tensor(k_pe, "k_pe", queue, stream);
+  const BorrowedTensor tcache = borrow_tensor(cache, "cache", queue, stream);
+  const BorrowedTensor tw = borrow_tensor(kv_b_proj, "kv_b_proj", queue, stream);
+  const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
+  const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
+  const MlaStepInputs inputs{tq.view, tkv.view, tpe.view, tcache.view, cache_scale, tw.view};
+  const MlaStepOutputs outputs{tout.view, tlse ? tlse->view : TensorView{}};
+  py::gil_scoped_release unlocked;
+  std::lock_guard lock(self.mutex());
+  run_mla_prefill(self.backend(), queue, metadata, inputs, outputs, workspace_tokens);
+}
+
 QuantKey quant_key_of(const std::string& key) {
   if (key == "fp8_e4m3_static_per_tensor") return QuantKey::fp8_e4m3_static_per_tensor;
   raise(ErrorCategory::invalid_argument,
@@ -235,7 +259,11 @@ void bind_backend(py::module_& m) {
       .def("workspace_size", &workspace_size, py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("chunks"))
       .def("run_prefill_step", &run_prefill_step, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
            py::arg("cu_seqlens_k"), py::arg("chunk_cu_seqlens"), py::arg("chunk_k"), py::arg("chunk_v"), py::arg("out"),
-           py::arg("lse"), py::arg("workspace"), py::arg("causal"), py::arg("stream") = none);
+           py::arg("lse"), py::arg("workspace"), py::arg("causal"), py::arg("stream") = none)
+      .def("run_mla_prefill", &run_mla_step, py::arg("q"), py::arg("kv_c"), py::arg("k_pe"), py::arg("cache"),
+           py::arg("cache_scale"), py::arg("kv_b_proj"), py::arg("cu_seqlens_q"), py::arg("context_lens"),
+           py::arg("block_table"), py::arg("max_blocks"), py::arg("out"), py::arg("lse"), py::arg("workspace_tokens"),
+           py::arg("stream") = none);
 }
 
 }  // namespace mla::python

@@ -1,0 +1,65 @@
+"""The whole MLA step from Python against the NumPy oracle: gather from a
+shuffled paged cache, up-project through kv_b_proj, attend."""
+
+import numpy as np
+import pytest
+import torch
+
+import mlaprefill
+from conftest import HOST_BACKENDS, assert_close, attention, lengths_to_cu, make_backend
+
+P, R, V, L, H = 128, 64, 128, 32, 2
+
+
+def oracle(q, kv_c, k_pe, cache, table, context, cu_q, w, scale):
+    def project(latent, rope):
+        kv = (latent @ w.T).reshape(len(latent), H, P + V)
+        k = np.concatenate([kv[..., :P], np.repeat(rope[:, None, :], H, axis=1)], axis=2)
+        return k, kv[..., P:]
+
+    ks, vs, cu_k = [], [], [0]
+    block = cache.shape[1]
+    for b in range(len(context)):
+        rows = [cache[table[b][i // block], i % block] for i in range(context[b])]
+        rows = np.array(rows, dtype=np.float64).reshape(-1, L + R)
+        k_ctx, v_ctx = project(rows[:, :L], rows[:, L:])
+        k_new, v_new = project(kv_c[cu_q[b] : cu_q[b + 1]], k_pe[cu_q[b] : cu_q[b + 1]])
+        ks += [k_ctx, k_new]
+        vs += [v_ctx, v_new]
+        cu_k.append(cu_k[-1] + context[b] + cu_q[b + 1] - cu_q[b])
+    return attention(q, np.concatenate(ks), np.concatenate(vs), cu_q, cu_k, scale, causal=True)
+
+
+@pytest.mark.parametrize("name", HOST_BACKENDS)
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_the_whole_step_matches_the_oracle(rng, name, library):
+    q_lens, context, block = [3, 0, 5], [17, 4, 0], 8
+    cu_q = lengths_to_cu(q_lens)
+    nq = cu_q[-1]
+    num_blocks = 8
+    order = rng.permutation(num_blocks)
+    table = np.full((3, 4), num_blocks - 1, dtype=np.int32)
+    table[0, :3], table[1, :1] = order[:3], order[3:4]
+    arrays = {
+        "q": rng.standard_normal((nq, H, P + R)).astype(np.float32),
+        "kv_c": rng.standard_normal((nq, L)).astype(np.float32),
+        "k_pe": rng.standard_normal((nq, R)).astype(np.float32),
+        "cache": rng.standard_normal((num_blocks, block, L + R)).astype(np.float32),
+        "w": (rng.standard_normal((H * (P + V), L)) * 0.2).astype(np.float32),
+    }
+    inputs = {k: torch.from_numpy(v) for k, v in arrays.items()} if library == "torch" else arrays
+    backend = make_backend(name, heads=H)
+    out, lse = mlaprefill.run_mla_prefill(backend, inputs["q"], inputs["kv_c"], inputs["k_pe"], inputs["cache"],
+                                          table, context, cu_q, inputs["w"], workspace_tokens=block)
+    expected = oracle(*(arrays[k].astype(np.float64) for k in ("q", "kv_c", "k_pe", "cache")), table, context, cu_q,
+                      arrays["w"].astype(np.float64), backend.scale)
+    assert_close(out, lse, *expected, "float32")
+
+
+def test_a_block_outside_the_cache_is_a_value_error():
+    backend = make_backend("REFERENCE", heads=H)
+    q = np.ones((1, H, P + R), np.float32)
+    with pytest.raises(ValueError, match="is not a block of the cache"):
+        mlaprefill.run_mla_prefill(backend, q, np.ones((1, L), np.float32), np.ones((1, R), np.float32),
+                                   np.ones((2, 4, L + R), np.float32), [[5]], [3], [0, 1],
+                                   np.ones((H * (P + V), L), np.float32), workspace_tokens=4)
