@@ -65,33 +65,56 @@ LatentRows gather_rows(const MlaStepInputs& in, const MlaStepMetadata& md, const
   return rows;
 }
 
-// kv_b_proj as fp32 [H*(P+V), L], read once per step.
-std::vector<float> weight_rows(const TensorView& w) {
-  std::vector<float> rows(static_cast<std::size_t>(w.size(0) * w.size(1)));
-  for (std::int64_t i = 0; i < w.size(0); ++i) {
-    for (std::int64_t l = 0; l < w.size(1); ++l) rows[static_cast<std::size_t>(i * w.size(1) + l)] = element(w, i, l);
+// kv_b_proj transposed to fp32 [L, H*(P+V)], read once per step, so that the
+// projection's inner loop runs along contiguous output columns.
+std::vector<float> weight_columns(const TensorView& w) {
+  const std::int64_t rows = w.size(0), latent = w.size(1);
+  std::vector<float> columns(static_cast<std::size_t>(rows * latent));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t l = 0; l < latent; ++l) columns[static_cast<std::size_t>(l * rows + i)] = element(w, i, l);
   }
-  return rows;
+  return columns;
 }
 
 // k [T, H, P+R] = (latent W_k^T, rope) and v [T, H, V] = latent W_v^T, in
-// the backend's dtype: dot products over L of two contiguous fp32 rows.
-void project(const LatentRows& rows, const std::vector<float>& w, const MlaStepShape& s, const TensorView& k,
+// the backend's dtype. Tiles of tokens x output columns accumulate in fp32
+// along l; the inner loop is an independent multiply-add per column, which
+// the compiler vectorises without reassociating any sum.
+void project(const LatentRows& rows, const std::vector<float>& wt, const MlaStepShape& s, const TensorView& k,
              const TensorView& v) {
-  const int width = s.p + s.v;
-  for (std::int64_t t = 0; t < rows.tokens; ++t) {
-    const float* x = rows.latent.data() + t * s.latent;
-    for (int h = 0; h < s.heads; ++h) {
-      for (int j = 0; j < width; ++j) {
-        const float* wr = w.data() + (static_cast<std::int64_t>(h) * width + j) * s.latent;
-        float sum = 0.0f;
-        for (int l = 0; l < s.latent; ++l) sum += x[l] * wr[l];
-        if (j < s.p) {
-          store_from_float(k.data, k.dtype, k.offset(t, h, j), sum);
-        } else {
-          store_from_float(v.data, v.dtype, v.offset(t, h, j - s.p), sum);
+  constexpr std::int64_t token_tile = 8;
+  constexpr std::int64_t column_tile = 256;
+  const std::int64_t width = s.p + s.v;
+  const std::int64_t columns = std::int64_t{s.heads} * width;
+  std::vector<float> acc(static_cast<std::size_t>(token_tile * column_tile));
+  for (std::int64_t t0 = 0; t0 < rows.tokens; t0 += token_tile) {
+    const std::int64_t tn = std::min(token_tile, rows.tokens - t0);
+    for (std::int64_t c0 = 0; c0 < columns; c0 += column_tile) {
+      const std::int64_t cn = std::min(column_tile, columns - c0);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::int64_t l = 0; l < s.latent; ++l) {
+        const float* w_row = wt.data() + l * columns + c0;
+        for (std::int64_t t = 0; t < tn; ++t) {
+          const float x = rows.latent[static_cast<std::size_t>((t0 + t) * s.latent + l)];
+          float* a = acc.data() + t * column_tile;
+          for (std::int64_t c = 0; c < cn; ++c) a[c] += x * w_row[c];
         }
       }
+      for (std::int64_t t = 0; t < tn; ++t) {
+        for (std::int64_t c = 0; c < cn; ++c) {
+          const std::int64_t h = (c0 + c) / width, j = (c0 + c) % width;
+          const float value = acc[static_cast<std::size_t>(t * column_tile + c)];
+          if (j < s.p) {
+            store_from_float(k.data, k.dtype, k.offset(t0 + t, h, j), value);
+          } else {
+            store_from_float(v.data, v.dtype, v.offset(t0 + t, h, j - s.p), value);
+          }
+        }
+      }
+    }
+  }
+  for (std::int64_t t = 0; t < rows.tokens; ++t) {
+    for (int h = 0; h < s.heads; ++h) {
       for (int r = 0; r < s.r; ++r) {
         store_from_float(k.data, k.dtype, k.offset(t, h, s.p + r), rows.rope[static_cast<std::size_t>(t * s.r + r)]);
       }
@@ -141,7 +164,7 @@ void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadat
   for (const ContextChunk& chunk : plan.chunks) step.chunks.push_back({chunk.cu_seqlens_k, chunk.max_seqlen_k});
   backend.prepare(queue, step);
 
-  const std::vector<float> w = weight_rows(inputs.kv_b_proj);
+  const std::vector<float> w = weight_columns(inputs.kv_b_proj);
   KeyValues fresh(queue, params.dtype, s.num_q, s);
   project(new_token_rows(inputs, s), w, s, fresh.k.view, fresh.v.view);
   const TensorView k_new = KeyValues::rows(fresh.k.view, s.num_q);
