@@ -49,8 +49,10 @@ std::string backend_name(const ConfigNode& node, std::string_view what, bool all
 int parse_capability(const ConfigNode& node, std::string_view what) {
   const std::string& text = expect_scalar(node, what);
   const auto dot = text.find('.');
-  const bool shaped = dot != std::string::npos && dot >= 1 && dot <= 2 && text.size() == dot + 2 &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); });
+  // Every character but the first dot is a digit: "8.." would otherwise read
+  // its second dot as the minor digit ('.' - '0' = -2, capability 0.8).
+  bool shaped = dot != std::string::npos && dot >= 1 && dot <= 2 && text.size() == dot + 2;
+  for (std::size_t i = 0; shaped && i < text.size(); ++i) shaped = i == dot || (text[i] >= '0' && text[i] <= '9');
   if (!shaped) {
     config_error(node.origin, std::string(what) + " must be a capability like \"8.0\" or \"10.0\", got '" + text + "'");
   }

@@ -98,7 +98,7 @@ TEST(YamlErrors, PriorityRuleContents) {
 }
 
 TEST(YamlErrors, CapabilityStrings) {
-  for (const char* bad : {"8", "eight", "8.10", "100.0", "8.0.1", ".5", "8.", "-8.0", "\"\""}) {
+  for (const char* bad : {"8", "eight", "8.10", "100.0", "8.0.1", ".5", "8.", "-8.0", "\"\"", "8..", "12..", "9.+"}) {
     expect_config_error(
         std::string("priorities:\n  - vendor: nvidia\n    min_capability: ") + bad + "\n    backends: [KOKKOS]\n",
         {"bad.yaml:3:21: 'min_capability' must be a capability like \"8.0\""});
