@@ -34,6 +34,7 @@ Command add_backends_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_merge_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
+Command add_step_command(CLI::App& parent);
 
 // An option whose absence differs from an empty value (`--dims ""` is an error,
 // not "use the default").

@@ -24,10 +24,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       "here; 1 when the computation itself fails.");
 
   const std::vector<Command> commands = {
-      add_backends_command(app),
-      add_run_command(app),
-      add_merge_command(app),
-      add_bench_command(app),
+      add_backends_command(app), add_run_command(app),  add_merge_command(app),
+      add_bench_command(app),    add_step_command(app),
   };
 
   try {

@@ -163,7 +163,7 @@ class HeaderParser {
 };
 
 NpyType parse_descr(const std::string& descr, const std::string& source) {
-  for (NpyType type : {NpyType::float32, NpyType::float16, NpyType::int32, NpyType::int64}) {
+  for (NpyType type : {NpyType::float32, NpyType::float16, NpyType::int32, NpyType::int64, NpyType::uint8}) {
     if (descr == npy_descr(type)) return type;
   }
   if (!descr.empty() && descr[0] == '>') {
@@ -171,7 +171,8 @@ NpyType parse_descr(const std::string& descr, const std::string& source) {
   }
   raise(ErrorCategory::invalid_argument,
         source + ": unsupported dtype '" + descr +
-            "'; expected float32 ('<f4') or float16 ('<f2') tensors, int32 ('<i4') or int64 ('<i8') cu_seqlens");
+            "'; expected float32 ('<f4') or float16 ('<f2') tensors, int32 ('<i4') or int64 ('<i8') cu_seqlens, "
+            "or uint8 ('|u1') fp8 bytes");
 }
 
 std::int64_t checked_numel(const std::vector<std::int64_t>& shape, std::size_t item_size, const std::string& source) {
@@ -205,6 +206,8 @@ std::string_view npy_descr(NpyType type) {
       return "<i4";
     case NpyType::int64:
       return "<i8";
+    case NpyType::uint8:
+      return "|u1";
   }
   raise(ErrorCategory::internal, "unknown NpyType");
 }
@@ -218,6 +221,8 @@ std::size_t npy_item_size(NpyType type) {
       return 4;
     case NpyType::int64:
       return 8;
+    case NpyType::uint8:
+      return 1;
   }
   raise(ErrorCategory::internal, "unknown NpyType");
 }
@@ -229,7 +234,7 @@ std::int64_t NpyArray::numel() const {
 }
 
 std::string NpyArray::describe() const {
-  static constexpr std::string_view names[] = {"float32", "float16", "int32", "int64"};
+  static constexpr std::string_view names[] = {"float32", "float16", "int32", "int64", "uint8"};
   return std::string(names[static_cast<int>(type)]) + shape_string(shape, false);
 }
 
@@ -267,6 +272,13 @@ std::vector<std::int64_t> NpyArray::to_integers(std::string_view what) const {
     raise(ErrorCategory::invalid_argument, std::string(what) + ": expected an int32 or int64 array, got " + describe());
   }
   return values;
+}
+
+const std::vector<unsigned char>& NpyArray::bytes(std::string_view what) const {
+  if (type != NpyType::uint8) {
+    raise(ErrorCategory::invalid_argument, std::string(what) + ": expected a uint8 array, got " + describe());
+  }
+  return data;
 }
 
 NpyArray parse_npy(std::string_view bytes, const std::string& source) {

@@ -1,6 +1,6 @@
 // A small reader and writer for NumPy's .npy format (versions 1.0 and 2.0),
 // enough for the command's tensors: little-endian float32, float16, int32 and
-// int64 arrays in C order. Internal to the command, not part of the library.
+// int64 arrays, and uint8 bytes (an fp8 cache), in C order. Internal to the command, not part of the library.
 //
 // Every malformed input (bad magic, unsupported version, a header that is not
 // the dict NumPy writes, an unsupported dtype, Fortran order, a payload that
@@ -20,6 +20,7 @@ enum class NpyType {
   float16,  // '<f2'
   int32,    // '<i4'
   int64,    // '<i8'
+  uint8,    // '|u1': raw bytes, e.g. fp8 e4m3 values
 };
 
 std::string_view npy_descr(NpyType type);
@@ -39,6 +40,8 @@ struct NpyArray {
   // the array holds the other kind (integers where floats are expected, ...).
   std::vector<float> to_floats(std::string_view what) const;
   std::vector<std::int64_t> to_integers(std::string_view what) const;
+  // The payload of a uint8 array; raises like the two above for other types.
+  const std::vector<unsigned char>& bytes(std::string_view what) const;
 };
 
 // Parses the bytes of a whole .npy file; `source` names it in messages.

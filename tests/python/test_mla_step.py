@@ -63,3 +63,77 @@ def test_a_block_outside_the_cache_is_a_value_error():
         mlaprefill.run_mla_prefill(backend, q, np.ones((1, L), np.float32), np.ones((1, R), np.float32),
                                    np.ones((2, 4, L + R), np.float32), [[5]], [3], [0, 1],
                                    np.ones((H * (P + V), L), np.float32), workspace_tokens=4)
+
+
+def run_command(*args):
+    import os
+    import subprocess
+
+    command = os.environ.get("MLA_PREFILL_COMMAND")
+    if not command:
+        pytest.skip("MLA_PREFILL_COMMAND is not set (run through ctest)")
+    return subprocess.run([command, "step", *args], capture_output=True, text=True, check=False)
+
+
+def write_step(tmp_path, rng, fp8=False):
+    """A step's .npy files; returns the flags and what the oracle needs."""
+    q_lens, context, block = [4, 2], [11, 0], 4
+    cu_q = lengths_to_cu(q_lens)
+    nq = cu_q[-1]
+    table = np.array([[2, 0, 3], [1, 1, 1]], dtype=np.int64)
+    arrays = {
+        "q": rng.standard_normal((nq, H, P + R)).astype(np.float32),
+        "kv-c": rng.standard_normal((nq, L)).astype(np.float32),
+        "k-pe": rng.standard_normal((nq, R)).astype(np.float32),
+        "kv-b-proj": (rng.standard_normal((H * (P + V), L)) * 0.2).astype(np.float32),
+        "block-table": table,
+        "context-lens": np.array(context, dtype=np.int32),
+        "cu-seqlens-q": np.array(cu_q, dtype=np.int32),
+    }
+    if fp8:
+        # e4m3 bytes of small normal numbers: sign 0, exponent 6..8, any mantissa.
+        arrays["cache"] = (rng.integers(6, 9, (4, block, L + R)) << 3 | rng.integers(0, 8, (4, block, L + R)))
+        arrays["cache"] = arrays["cache"].astype(np.uint8)
+    else:
+        arrays["cache"] = rng.standard_normal((4, block, L + R)).astype(np.float32)
+    flags = []
+    for name, array in arrays.items():
+        path = tmp_path / f"{name}.npy"
+        np.save(path, array)
+        flags += [f"--{name}", str(path)]
+    return flags, arrays, cu_q, context
+
+
+def decode_fp8(bytes_):
+    exponent, mantissa = (bytes_ >> 3) & 0xF, (bytes_ & 7).astype(np.float64)
+    return (1 + mantissa / 8) * 2.0 ** (exponent.astype(np.float64) - 7)
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_the_step_command_matches_the_oracle(tmp_path, rng, fp8):
+    flags, arrays, cu_q, context = write_step(tmp_path, rng, fp8)
+    scale = (P + R) ** -0.5
+    extra = ["--cache-scale", "0.5"] if fp8 else []
+    result = run_command(*flags, *extra, "--scale", str(scale), "--dtype", "fp32", "--workspace-tokens", "4",
+                         "--out", str(tmp_path / "out.npy"), "--lse", str(tmp_path / "lse.npy"))
+    assert result.returncode == 0, result.stderr
+    assert "step on" in result.stdout
+    cache = decode_fp8(arrays["cache"]) * 0.5 if fp8 else arrays["cache"].astype(np.float64)
+    expected = oracle(*(arrays[k].astype(np.float64) for k in ("q", "kv-c", "k-pe")), cache, arrays["block-table"],
+                      context, cu_q, arrays["kv-b-proj"].astype(np.float64), np.float32(scale))
+    assert_close(np.load(tmp_path / "out.npy"), np.load(tmp_path / "lse.npy"), *expected, "float32")
+
+
+def test_the_step_command_names_what_is_wrong(tmp_path, rng):
+    flags, arrays, _, _ = write_step(tmp_path, rng)
+    common = ["--scale", "0.1", "--dtype", "fp32", "--out", str(tmp_path / "out.npy")]
+    np.save(tmp_path / "block-table.npy", np.array([[2, 0, 9], [1, 1, 1]]))
+    result = run_command(*flags, *common)
+    assert result.returncode == 2 and "block_table[0][2] = 9 is not a block of the cache" in result.stderr
+    np.save(tmp_path / "block-table.npy", arrays["block-table"])
+    np.save(tmp_path / "cache.npy", arrays["cache"].astype(np.float32).view(np.uint8))
+    result = run_command(*flags, *common)
+    assert result.returncode == 2 and "--cache-scale" in result.stderr
+    np.save(tmp_path / "kv-b-proj.npy", arrays["kv-b-proj"][:5])
+    result = run_command(*flags, *common)
+    assert result.returncode == 2 and "--kv-b-proj has 5 rows" in result.stderr

@@ -149,10 +149,15 @@ TEST(NpyRead, ConversionsNameTheArgumentOnTheWrongKind) {
   const NpyArray floats =
       parse_npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", payload_of<float>({3.0f})), "h");
   EXPECT_THROW(floats.to_integers("--cu-seqlens-q"), Error);
+  EXPECT_THROW(floats.bytes("--cache"), Error);
+  const NpyArray bytes =
+      parse_npy(npy_file("{'descr': '|u1', 'fortran_order': False, 'shape': (2,)}", "\x38\xb8"), "b");
+  EXPECT_EQ(bytes.bytes("--cache"), (std::vector<unsigned char>{0x38, 0xb8}));
+  EXPECT_EQ(bytes.describe(), "uint8[2]");
 }
 
 TEST(NpyWrite, RoundTripsEveryTypeWithAlignedHeader) {
-  for (NpyType type : {NpyType::float32, NpyType::float16, NpyType::int32, NpyType::int64}) {
+  for (NpyType type : {NpyType::float32, NpyType::float16, NpyType::int32, NpyType::int64, NpyType::uint8}) {
     for (const std::vector<std::int64_t>& shape : {std::vector<std::int64_t>{}, {0}, {5}, {2, 3, 4}, {3, 1, 7, 2}}) {
       NpyArray array;
       array.type = type;
