@@ -1,6 +1,6 @@
 // Fuzzes mla-prefill's .npy reader: parse_npy, the in-memory half of
 // read_npy, then what the command does with an array it accepted (widen it to
-// floats or integers). Only mla::Error may come out. An accepted array must
+// floats, integers or bytes). Only mla::Error may come out. An accepted array must
 // also survive encode_npy and parse_npy unchanged: a reader and writer that
 // disagree would be a bug no crash reveals.
 #include <cstddef>
@@ -20,15 +20,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const mla::Error&) {
     return 0;
   }
-  for (const bool floats : {true, false}) {
+  for (const int kind : {0, 1, 2}) {
     try {
-      if (floats) {
+      if (kind == 0) {
         (void)array.to_floats("fuzz.npy");
-      } else {
+      } else if (kind == 1) {
         (void)array.to_integers("fuzz.npy");
+      } else {
+        (void)array.bytes("fuzz.npy");
       }
     } catch (const mla::Error&) {
-      // The other kind of array: expected for one of the two.
+      // Another kind of array: expected for all but one of the three.
     }
   }
   (void)array.describe();
