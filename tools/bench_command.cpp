@@ -20,52 +20,12 @@
 #include <numeric>
 #include <random>
 
+#include "bench.hpp"
 #include "command.hpp"
 #include "mla/platform.hpp"
 
 namespace mla::tools {
 namespace {
-
-struct BenchOptions {
-  SelectionOptions selection;
-  int repeats = 3;
-  std::optional<int> heads;
-  std::optional<std::string> lengths, context, dims, dtype;
-  bool no_check = false;
-};
-
-// DeepSeek-V3 prefill at tensor-parallel 8 (16 of 128 heads per rank) unless
-// the options change it.
-struct BenchProblem {
-  bool built_in = true;
-  int heads = 16;
-  MlaDims dims = deepseek_dims;
-  DType dtype = DType::bfloat16;
-  std::vector<int> new_lengths{300, 200, 1, 0, 97, 333};     // queries = keys per sequence
-  std::vector<int> context_lengths{128, 0, 17, 64, 0, 160};  // cached keys per sequence, one chunk
-
-  // dqk^-0.5 * mscale^2 with DeepSeek-V3's YaRN mscale = 0.1 * ln(40) + 1.
-  float scale() const {
-    const double mscale = 0.1 * std::log(40.0) + 1.0;
-    return static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(dims.qk_head_dim())));
-  }
-  std::int64_t num_queries() const { return std::accumulate(new_lengths.begin(), new_lengths.end(), std::int64_t{0}); }
-  std::int64_t num_context() const {
-    return std::accumulate(context_lengths.begin(), context_lengths.end(), std::int64_t{0});
-  }
-  // docs/contract.md §7: causal H*(dqk+dv)*sum s^2; non-causal 2*H*(dqk+dv)*sum sq*sk.
-  double new_token_flops() const {
-    double sum = 0;
-    for (int s : new_lengths) sum += static_cast<double>(s) * s;
-    return heads * static_cast<double>(dims.qk_head_dim() + dims.v_head_dim) * sum;
-  }
-  double chunk_flops() const {
-    double sum = 0;
-    for (std::size_t i = 0; i < new_lengths.size(); ++i)
-      sum += static_cast<double>(new_lengths[i]) * context_lengths[i];
-    return 2.0 * heads * static_cast<double>(dims.qk_head_dim() + dims.v_head_dim) * sum;
-  }
-};
 
 // Random inputs on the host (normal, never zeros), one vector per tensor.
 struct BenchInputs {
@@ -127,26 +87,6 @@ AttentionResult run_step(PrefillBackend& backend, Queue& queue, const PrefillMet
                           {in.chunk_v.view});
 }
 
-// Prints a line per run to stderr once the command has taken more than a second.
-class Progress {
- public:
-  Progress() : start_(std::chrono::steady_clock::now()), tty_(isatty(STDERR_FILENO) != 0) {}
-  void report(const std::string& what) {
-    if (std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
-    // On a terminal the line is rewritten in place; in a log each run gets a line.
-    std::cerr << (tty_ ? "\r\033[K" : "") << "mla-prefill: bench: " << what << (tty_ ? "" : "\n") << std::flush;
-    shown_ = tty_;
-  }
-  void finish() {
-    if (shown_) std::cerr << "\r\033[K" << std::flush;
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-  bool tty_;
-  bool shown_ = false;
-};
-
 struct Timing {
   double median_ms = 0;
   PhaseResult result;  // of the last timed run
@@ -168,73 +108,18 @@ Timing time_phase(Queue& queue, const std::string& name, int repeats, Progress& 
     last = std::move(current);  // frees the previous result outside the timed span
     progress.report(fmt::format("{}: run {}/{} took {:.1f} ms", name, i + 1, repeats, samples.back()));
   }
-  std::sort(samples.begin(), samples.end());
-  const std::size_t mid = samples.size() / 2;
   Timing timing;
-  timing.median_ms = samples.size() % 2 ? samples[mid] : 0.5 * (samples[mid - 1] + samples[mid]);
+  timing.median_ms = median(samples);
   timing.result = download_result(queue, last);
   return timing;
-}
-
-// ||out - ref|| / ||ref||; NaN when out holds a NaN.
-double relative_error(const std::vector<float>& out, const std::vector<float>& ref) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const double d = static_cast<double>(out[i]) - ref[i];
-    diff += d * d;
-    norm += static_cast<double>(ref[i]) * ref[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
-
-// Largest |lse - ref|; rows without keys must agree on -inf exactly.
-double max_lse_error(const std::vector<float>& lse, const std::vector<float>& ref) {
-  double worst = 0;
-  for (std::size_t i = 0; i < lse.size(); ++i) {
-    if (std::isinf(ref[i]) || std::isinf(lse[i])) {
-      if (lse[i] != ref[i]) return std::numeric_limits<double>::infinity();
-      continue;
-    }
-    const double error = std::fabs(static_cast<double>(lse[i]) - ref[i]);
-    if (!(error <= worst)) worst = error;  // keeps NaN
-  }
-  return worst;
-}
-
-std::string lengths_text(const std::vector<int>& lengths) { return fmt::format("[{}]", fmt::join(lengths, ", ")); }
-
-BenchProblem make_problem(const BenchOptions& options) {
-  BenchProblem problem;
-  if (options.heads) {
-    if (*options.heads < 1) {
-      raise(ErrorCategory::invalid_argument, "--heads must be at least 1, got " + std::to_string(*options.heads));
-    }
-    problem.heads = *options.heads;
-  }
-  if (options.dims) problem.dims = parse_dims(*options.dims, "--dims");
-  if (options.dtype) problem.dtype = parse_input_dtype(*options.dtype, "--dtype");
-  if (options.lengths) {
-    problem.new_lengths = parse_lengths(*options.lengths, "--lengths");
-    problem.context_lengths.assign(problem.new_lengths.size(), 0);  // no cached keys unless --context says so
-  }
-  if (options.context) {
-    problem.context_lengths = parse_lengths(*options.context, "--context");
-    if (problem.context_lengths.size() != problem.new_lengths.size()) {
-      raise(ErrorCategory::invalid_argument,
-            fmt::format("--context gives {} sequence(s) but the batch has {} ({}): one cached length per sequence",
-                        problem.context_lengths.size(), problem.new_lengths.size(),
-                        options.lengths ? "--lengths" : "the built-in batch"));
-    }
-  }
-  problem.built_in = !options.heads && !options.dims && !options.dtype && !options.lengths && !options.context;
-  return problem;
 }
 
 int run_bench(const BenchOptions& options) {
   if (options.repeats < 1) {
     raise(ErrorCategory::invalid_argument, "--repeats must be at least 1, got " + std::to_string(options.repeats));
   }
-  const BenchProblem problem = make_problem(options);
+  if (options.step) return run_step_bench(options);
+  const BenchProblem problem = make_problem(options, BenchProblem().context_lengths);
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
   const Selection selection = selector.select(SelectorConfig{problem.dtype, problem.dims}, platform);
@@ -329,6 +214,23 @@ Command add_bench_command(CLI::App& parent) {
   add_optional(*app, "--dims", options->dims, "MLA dims P,R,V (default 128,64,128)");
   add_optional(*app, "--dtype", options->dtype, "bf16, fp16 or fp32 (default bf16)");
   app->add_flag("--no-check", options->no_check, "skip the REFERENCE run that measures the errors");
+  CLI::Option* step = app->add_flag(
+      "--step", options->step,
+      "time the whole MLA step (gather from a paged latent cache, kv_b_proj up-projection, attention over chunked "
+      "context, merges) split by phase; default batch 300,200,1,0,97,333 new tokens after 1000,0,17,640,0,2000 "
+      "cached");
+  app->add_option("--block-size", options->block_size, "--step: tokens per cache block")
+      ->capture_default_str()
+      ->needs(step);
+  app->add_option("--workspace-tokens", options->workspace_tokens,
+                  "--step: context tokens gathered at a time across the batch")
+      ->capture_default_str()
+      ->needs(step);
+  app->add_option("--kv-lora-rank", options->kv_lora_rank, "--step: latent width L")
+      ->capture_default_str()
+      ->needs(step);
+  app->add_flag("--fp8-cache", options->fp8_cache, "--step: the cache holds fp8 e4m3 bytes with a per-tensor scale")
+      ->needs(step);
   return {app, [options] { return run_bench(*options); }};
 }
 

@@ -5,6 +5,7 @@
 
 #include "capability.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
+#include "cuda_hip/latents.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
 #include "flash_config.hpp"
 #include "flash_launch.hpp"
@@ -19,7 +20,14 @@ std::optional<gpu::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_
 }
 
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH", queue_kind, device_gap, find_tile, launch_flash_attention, cuda::merge_attn_states,
+    "CUDA_FLASH",
+    queue_kind,
+    device_gap,
+    find_tile,
+    launch_flash_attention,
+    cuda::merge_attn_states,
+    cuda::gather_latents,
+    cuda::project_latents,
 };
 
 }  // namespace

@@ -128,6 +128,20 @@ void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   vendor_.merge(queue, args);
 }
 
+void GpuFlashBackend::gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
+                                     const TensorView& k) {
+  require_queue(queue, "gather_latents", false);
+  check_latent_gather(queue, gather, latents, k);
+  vendor_.gather(queue, gather, latents, k);
+}
+
+void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
+                                      const TensorView& k, const TensorView& v) {
+  require_queue(queue, "project_latents", false);
+  check_latent_projection(queue, latents, kv_b_proj, k, v);
+  vendor_.project(queue, latents, kv_b_proj, k, v);
+}
+
 void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
                              const TensorView& v, const AttentionResult& result, std::optional<OutputScale> out_scale) {
   // Queues over one stream (copies, a borrowed stream wrapped twice, a queue

@@ -34,6 +34,10 @@ struct FlashVendor {
   void (*launch)(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v);
   // Enqueues the LSE merge (backends/cuda_hip/merge_attn_states.hpp).
   void (*merge)(Queue& queue, const MergeArgs& args);
+  // Enqueue the MLA step's gather and up-projection (backends/cuda_hip/latents.hpp).
+  void (*gather)(Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k);
+  void (*project)(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                  const TensorView& v);
 };
 
 class GpuFlashBackend final : public PrefillBackend {
@@ -53,6 +57,10 @@ class GpuFlashBackend final : public PrefillBackend {
                                     const TensorView& v, std::optional<TensorView> out = std::nullopt,
                                     std::optional<TensorView> lse = std::nullopt) override;
   void merge_attn_states(Queue& queue, const MergeArgs& args) override;
+  void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
+                      const TensorView& k) override;
+  void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                       const TensorView& v) override;
   bool supports_quant_output(QuantKey key) const override;
 
  private:

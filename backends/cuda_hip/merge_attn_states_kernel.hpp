@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "element.hpp"
 #include "gpu_device.hpp"
 #include "gpu_namespace.hpp"
 #include "mla/backend.hpp"
@@ -46,37 +47,6 @@ struct MergeKernelParams {
   // (A product, not a select between two addresses, which could put the
   // parameters in local memory; out_scale is 1 when the pointer is set.)
   MLA_DEVICE float scale() const { return out_scale * (out_scale_ptr != nullptr ? *out_scale_ptr : 1.0f); }
-};
-
-// Storage type and conversions of one element type.
-template <DType D>
-struct Element;
-
-template <>
-struct Element<DType::float32> {
-  using Storage = float;
-  static MLA_DEVICE float load(Storage x) { return x; }
-  static MLA_DEVICE Storage store(float x) { return x; }
-};
-
-template <>
-struct Element<DType::float16> {
-  using Storage = std::uint16_t;
-  static MLA_DEVICE float load(Storage x) { return __half2float(__ushort_as_half(x)); }
-  static MLA_DEVICE Storage store(float x) { return __half_as_ushort(__float2half_rn(x)); }
-};
-
-template <>
-struct Element<DType::bfloat16> {
-  using Storage = std::uint16_t;
-  static MLA_DEVICE float load(Storage x) { return gpu::bf16_to_float(x); }
-  static MLA_DEVICE Storage store(float x) { return gpu::float_to_bf16(x); }
-};
-
-template <>
-struct Element<DType::float8_e4m3> {
-  using Storage = std::uint8_t;
-  static MLA_DEVICE Storage store(float x) { return gpu::float_to_fp8_e4m3(x); }
 };
 
 // Vec elements moved as one aligned access.

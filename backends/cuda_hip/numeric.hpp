@@ -68,4 +68,15 @@ MLA_HOST_DEVICE inline std::uint8_t float_to_fp8_e4m3(float value) {
   return static_cast<std::uint8_t>(sign | code);
 }
 
+// OCP e4m3fn to float, exactly: 0x7f / 0xff are NaN, exponent 0 holds the
+// subnormals (a multiple of 2^-9), the rest are (1 + m/8) * 2^(e-7).
+MLA_HOST_DEVICE inline float fp8_e4m3_to_float(std::uint8_t code) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(code & 0x80u) << 24;
+  const std::uint32_t exponent = (code >> 3) & 0xfu;
+  const std::uint32_t mantissa = code & 0x7u;
+  if (exponent == 0xfu && mantissa == 0x7u) return float_from_bits(sign | 0x7fc00000u);
+  if (exponent == 0) return float_from_bits(sign | float_bits(static_cast<float>(mantissa) * (1.0f / 512.0f)));
+  return float_from_bits(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+}
+
 }  // namespace mla::gpu

@@ -4,6 +4,7 @@
 
 #include "capability.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
+#include "cuda_hip/latents.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
 #include "flash_config.hpp"
 #include "flash_launch.hpp"
@@ -18,7 +19,8 @@ std::optional<gpu::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_
 }
 
 constexpr gpu::FlashVendor hip_vendor{
-    "HIP_FLASH", queue_kind, device_gap, find_tile, launch_flash_attention, hip::merge_attn_states,
+    "HIP_FLASH",         queue_kind,           device_gap, find_tile, launch_flash_attention, hip::merge_attn_states,
+    hip::gather_latents, hip::project_latents,
 };
 
 }  // namespace

@@ -22,6 +22,9 @@ class ReferenceBackend final : public detail::HostBackend {
  public:
   explicit ReferenceBackend(const BackendParams& params) : HostBackend(params) {}
   std::string name() const override { return "REFERENCE"; }
+  // The MLA step's up-projection in fp64 (reference_latents.cpp).
+  void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                       const TensorView& v) override;
 
  protected:
   void attention(const AttentionProblem& problem) override { reference::attention(problem); }

@@ -10,6 +10,7 @@
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "hip/flash_config.hpp"
 #include "simt/cuda_flash_emulated.hpp"
+#include "simt/latents_emulated.hpp"
 #include "simt/merge_emulated.hpp"
 
 namespace mla::simt {
@@ -43,15 +44,23 @@ void hip_launch_gfx908(Queue&, const gpu::FlashParams& params, DType dtype, int 
 
 void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
 
+void gather(Queue&, const LatentGather& gather, const TensorView& latents, const TensorView& k) {
+  gather_latents_emulated(gather, latents, k);
+}
+
+void project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k, const TensorView& v) {
+  project_latents_emulated(latents, kv_b_proj, k, v);
+}
+
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH (emulated)", DeviceBackend::host, nullptr, cuda_tile, cuda_launch, merge,
+    "CUDA_FLASH (emulated)", DeviceBackend::host, nullptr, cuda_tile, cuda_launch, merge, gather, project,
 };
 constexpr gpu::FlashVendor hip_gfx90a_vendor{
-    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx90a, merge,
+    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx90a, merge, gather, project,
 };
 constexpr gpu::FlashVendor hip_gfx908_vendor{
-    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx908, merge,
+    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx908, merge, gather, project,
 };
 
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {

@@ -63,6 +63,22 @@ TEST(GpuNumeric, Fp8TiesRoundToEvenAndSaturate) {
   EXPECT_EQ(gpu::float_to_fp8_e4m3(std::nanf("")), 0x7f);
 }
 
+// The fp8 cache's dequantisation: every one of the 256 codes decodes to
+// core's value (NaN codes to a NaN), and back to the same code.
+TEST(GpuNumeric, Fp8DecodeMatchesCore) {
+  for (unsigned code = 0; code < 256; ++code) {
+    const auto byte = static_cast<std::uint8_t>(code);
+    const float ours = gpu::fp8_e4m3_to_float(byte);
+    const float core = fp8_e4m3_bits_to_float(byte);
+    if (std::isnan(core)) {
+      EXPECT_TRUE(std::isnan(ours)) << code;
+      continue;
+    }
+    EXPECT_EQ(gpu::float_bits(ours), gpu::float_bits(core)) << code;
+    EXPECT_EQ(gpu::float_to_fp8_e4m3(ours), byte) << code;
+  }
+}
+
 TEST(GpuSoftmax, NaturalLseFromLog2Domain) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> score(-30.0f, 30.0f);

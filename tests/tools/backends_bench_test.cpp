@@ -248,5 +248,64 @@ TEST(ToolBench, BadShapeOptionsAreOneClearError) {
   expect_one_error_line(run_tool({"bench", "--dtype", "fp8"}), {"--dtype must be bf16, fp16 or fp32"});
 }
 
+// bench --step on a small shape: 2 sequences with context, a workspace that
+// splits them into 7 chunks, every phase timed, the output checked.
+TEST(ToolBenchStep, TimesEveryPhaseAndChecksTheWholeStep) {
+  for (bool fp8 : {false, true}) {
+    std::vector<std::string> args{"bench",
+                                  "--step",
+                                  "--repeats",
+                                  "2",
+                                  "--heads",
+                                  "4",
+                                  "--lengths",
+                                  "30,0,7",
+                                  "--context",
+                                  "100,5,0",
+                                  "--kv-lora-rank",
+                                  "128",
+                                  "--workspace-tokens",
+                                  "32"};
+    if (fp8) args.push_back("--fp8-cache");
+    const ToolResult result = run_tool(args);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_TRUE(contains(line_starting_with(result.out, "workspace"), "32 tokens: 7 context chunk(s)")) << result.out;
+    EXPECT_EQ(contains(line_starting_with(result.out, "cache"), "fp8 e4m3"), fp8) << result.out;
+    // Projection: 2 * (37 + 105) tokens * L 128 * 4 heads * (128 + 128) = 0.0372e9.
+    EXPECT_EQ(bench_columns(result.out, "projection").at(0), "0.037") << result.out;
+    double shares = 0;
+    for (const char* phase : {"gather", "projection", "attention", "merge"}) {
+      const std::vector<std::string> columns = bench_columns(result.out, phase);
+      ASSERT_EQ(columns.size(), 4u) << phase << "\n" << result.out;
+      EXPECT_GT(std::stod(columns[1]), 0.0) << phase;  // every phase ran and was timed
+      shares += std::stod(columns[2]);
+    }
+    EXPECT_GT(shares, 50.0) << result.out;  // medians of phases against the median total
+    const std::string errors = line_starting_with(result.out, "output vs REFERENCE");
+    if (contains(line_starting_with(result.out, "backend"), "REFERENCE")) {
+      EXPECT_TRUE(contains(errors, "0 (self)")) << result.out;
+      continue;
+    }
+    // bf16 bounds of docs/contract.md §6; "nan" parses as NaN and fails both.
+    std::istringstream numbers(errors.substr(errors.find("relative error ") + 15));
+    std::string relative, rest, lse;
+    numbers >> relative >> rest >> rest >> rest >> lse;
+    EXPECT_LT(std::stod(relative), 1e-2) << result.out;
+    EXPECT_LT(std::stod(lse), 1e-2) << result.out;
+  }
+}
+
+TEST(ToolBenchStep, BadCacheOptionsAreOneClearError) {
+  expect_one_error_line(run_tool({"bench", "--step", "--block-size", "0"}), {"--block-size must be at least 1, got 0"});
+  expect_one_error_line(run_tool({"bench", "--step", "--workspace-tokens", "-3"}),
+                        {"--workspace-tokens must be at least 1, got -3"});
+  expect_one_error_line(run_tool({"bench", "--step", "--kv-lora-rank", "0"}),
+                        {"--kv-lora-rank must be at least 1, got 0"});
+  // The cache options belong to --step.
+  const ToolResult alone = run_tool({"bench", "--block-size", "64"});
+  EXPECT_EQ(alone.exit_code, 2) << alone.out << alone.err;
+  EXPECT_TRUE(contains(alone.err, "--step")) << alone.err;
+}
+
 }  // namespace
 }  // namespace mla::tools::test

@@ -18,6 +18,7 @@
 #include "mla/device.hpp"
 #include "mla/dims.hpp"
 #include "mla/dtype.hpp"
+#include "mla/latents.hpp"
 #include "mla/problem.hpp"
 #include "mla/queue.hpp"
 #include "mla/tensor.hpp"
@@ -204,6 +205,18 @@ class PrefillBackend {
 
   // Joins two partial attentions (docs/contract.md §3).
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
+
+  // The MLA step's gather (run_mla_prefill; mla/latents.hpp): latents[t] =
+  // row t's L latent values in float32 (times gather.scale when read from
+  // the cache) and k[t, h, P:P+R] = its rope key, for every head h, in k's
+  // dtype. The default runs on the host and needs a host queue (else
+  // Error(not_supported)); the flash backends launch a kernel on theirs.
+  virtual void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k);
+  // The up-projection: for head h, k[t, h, :P] = latents[t] . kv_b_proj[h*(P+V) + j]
+  // over j < P and v[t, h, :] the same over the V rows after them, summed
+  // in float32 in order of the latent index. Default as for gather_latents.
+  virtual void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
+                               const TensorView& k, const TensorView& v);
 
   virtual bool supports_quant_output(QuantKey key) const;
 

@@ -44,15 +44,32 @@ struct MlaStepOutputs {
   TensorView lse;  // [H, Nq] float32; empty view: not wanted
 };
 
-// Runs the step on `backend`, gathering at most `workspace_tokens` context
-// tokens at a time (plan_context_chunks). Checks everything first and raises
-// Error(invalid_argument) naming the culprit: shapes and dtypes, a block id
-// outside the cache, a context longer than its row of the block table.
+// Where one run_mla_prefill's time went, in milliseconds between events on
+// its queue: gathering rows (and uploading the chunks' cache slots),
+// up-projecting them, attention (new tokens and context chunks), merges.
+struct MlaStepPhases {
+  double gather_ms = 0;
+  double projection_ms = 0;
+  double attention_ms = 0;
+  double merge_ms = 0;
+  double total_ms() const { return gather_ms + projection_ms + attention_ms + merge_ms; }
+};
+
+// Runs the step on `backend` and its `queue`, gathering at most
+// `workspace_tokens` context tokens at a time (plan_context_chunks). Checks
+// everything first and raises Error(invalid_argument) naming the culprit:
+// shapes and dtypes, a block id outside the cache, a context longer than its
+// row of the block table. Every tensor must be in memory the queue can reach.
 //
-// The gather and the up-projection run on the host for now: `queue` must be
-// a host queue (REFERENCE, KOKKOS, host plugins); a GPU queue raises
-// Error(not_supported). The projection is a plain fp32 loop, not a BLAS.
+// The gather and up-projection run through the backend
+// (PrefillBackend::gather_latents and project_latents): on the host for
+// REFERENCE, KOKKOS and plugins, as kernels on the GPU for the flash
+// backends. Workspace (float32 latents and keys and values of the largest
+// chunk, three partial results) is allocated on `queue` for the call. With
+// `phases` the call records events between the phases and waits for the
+// queue at the end to fill it in; without, it returns without waiting.
 void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadata& metadata,
-                     const MlaStepInputs& inputs, const MlaStepOutputs& outputs, std::int64_t workspace_tokens);
+                     const MlaStepInputs& inputs, const MlaStepOutputs& outputs, std::int64_t workspace_tokens,
+                     MlaStepPhases* phases = nullptr);
 
 }  // namespace mla

@@ -1,0 +1,291 @@
+// The MLA step's gather and up-projection kernels (mla/latents.hpp) and the
+// host planning around them (dtype dispatch, grid size), shared by the CUDA
+// and HIP builds and the GPU emulator: each supplies only the launch
+// (latents.cu, or backends/simt/latents_emulated.cpp).
+//
+// The projection is a plain SIMT kernel: each thread accumulates a 4 x 4
+// block of (token, output column) in fp32 registers along the latent index,
+// reading latents and weights straight from global memory. It is correct
+// everywhere and deterministic; it is not a tensor-core GEMM.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "element.hpp"
+#include "gpu_device.hpp"
+#include "gpu_namespace.hpp"
+#include "mla/error.hpp"
+#include "mla/latents.hpp"
+
+namespace mla::MLA_GPU_NAMESPACE::latent_kernel {
+
+struct GatherParams {
+  // Row t reads block b = slot / block_size, position s = slot % block_size,
+  // with slot = slots[t] (cache) or t (new tokens, block_size 1).
+  const void* latent = nullptr;  // element (b, s, l) at b*latent_block + s*latent_slot + l*latent_step
+  const void* rope = nullptr;
+  std::int64_t latent_block = 0, latent_slot = 0, latent_step = 0;
+  std::int64_t rope_block = 0, rope_slot = 0, rope_step = 0;
+  const std::int64_t* slots = nullptr;
+  std::int64_t block_size = 1;
+  std::int64_t tokens = 0, latent_dim = 0, rope_dim = 0, heads = 0;
+  float scale = 1.0f;
+  float* latents = nullptr;  // [T, L]
+  std::int64_t latents_stride[2] = {};
+  void* k = nullptr;  // [T, H, P+R]: the rope key goes to columns rope_at..
+  std::int64_t k_stride[3] = {};
+  std::int64_t rope_at = 0;
+};
+
+// One thread per (row, value): latents get the latent values in float32,
+// every head's k gets the rope values in k's dtype.
+template <DType Src, DType K>
+__global__ void gather_latents_kernel(const GatherParams p) {
+  using SrcStorage = typename Element<Src>::Storage;
+  using KStorage = typename Element<K>::Storage;
+  const std::int64_t width = p.latent_dim + p.rope_dim;
+  const std::int64_t total = p.tokens * width;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < total;
+       index += step) {
+    const std::int64_t t = index / width;
+    const std::int64_t e = index % width;
+    const std::int64_t slot = p.slots != nullptr ? p.slots[t] : t;
+    const std::int64_t block = slot / p.block_size;
+    const std::int64_t position = slot % p.block_size;
+    if (e < p.latent_dim) {
+      const auto* src = static_cast<const SrcStorage*>(p.latent);
+      const float value =
+          Element<Src>::load(src[block * p.latent_block + position * p.latent_slot + e * p.latent_step]) * p.scale;
+      p.latents[t * p.latents_stride[0] + e * p.latents_stride[1]] = value;
+    } else {
+      const std::int64_t r = e - p.latent_dim;
+      const auto* src = static_cast<const SrcStorage*>(p.rope);
+      const float value =
+          Element<Src>::load(src[block * p.rope_block + position * p.rope_slot + r * p.rope_step]) * p.scale;
+      const KStorage stored = Element<K>::store(value);
+      auto* k = static_cast<KStorage*>(p.k) + t * p.k_stride[0] + (p.rope_at + r) * p.k_stride[2];
+      for (std::int64_t h = 0; h < p.heads; ++h) k[h * p.k_stride[1]] = stored;
+    }
+  }
+}
+
+struct ProjectParams {
+  const float* latents = nullptr;  // [T, L]
+  std::int64_t latents_stride[2] = {};
+  const void* weight = nullptr;  // [H*(P+V), L]
+  std::int64_t weight_stride[2] = {};
+  void* k = nullptr;  // [T, H, P+R]
+  std::int64_t k_stride[3] = {};
+  void* v = nullptr;  // [T, H, V]
+  std::int64_t v_stride[3] = {};
+  std::int64_t tokens = 0, columns = 0, latent_dim = 0;
+  std::int64_t per_head = 0;  // P+V: weight rows of one head
+  std::int64_t p = 0;         // the first P of them are key rows
+};
+
+inline constexpr int project_tile = 4;      // tokens and columns per thread
+inline constexpr int project_threads = 16;  // threads per block along each of x (columns) and y (tokens)
+
+template <DType W, DType Out>
+__global__ void project_latents_kernel(const ProjectParams p) {
+  using WStorage = typename Element<W>::Storage;
+  using OutStorage = typename Element<Out>::Storage;
+  const std::int64_t t0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * project_tile;
+  const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * project_tile;
+  if (t0 >= p.tokens || c0 >= p.columns) return;
+  const int rows = static_cast<int>(p.tokens - t0 < project_tile ? p.tokens - t0 : project_tile);
+  const int cols = static_cast<int>(p.columns - c0 < project_tile ? p.columns - c0 : project_tile);
+  const auto* weight = static_cast<const WStorage*>(p.weight);
+  float acc[project_tile][project_tile] = {};
+  for (std::int64_t l = 0; l < p.latent_dim; ++l) {
+    float a[project_tile];
+    float b[project_tile];
+#pragma unroll
+    for (int i = 0; i < project_tile; ++i) {
+      // Rows and columns past the end repeat the last one; their sums are not stored.
+      const std::int64_t t = t0 + (i < rows ? i : rows - 1);
+      const std::int64_t c = c0 + (i < cols ? i : cols - 1);
+      a[i] = p.latents[t * p.latents_stride[0] + l * p.latents_stride[1]];
+      b[i] = Element<W>::load(weight[c * p.weight_stride[0] + l * p.weight_stride[1]]);
+    }
+#pragma unroll
+    for (int i = 0; i < project_tile; ++i) {
+#pragma unroll
+      for (int j = 0; j < project_tile; ++j) acc[i][j] += a[i] * b[j];
+    }
+  }
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) {
+      const std::int64_t c = c0 + j;
+      const std::int64_t head = c / p.per_head;
+      const std::int64_t within = c % p.per_head;
+      const OutStorage value = Element<Out>::store(acc[i][j]);
+      if (within < p.p) {
+        static_cast<OutStorage*>(p.k)[(t0 + i) * p.k_stride[0] + head * p.k_stride[1] + within * p.k_stride[2]] = value;
+      } else {
+        static_cast<OutStorage*>(
+            p.v)[(t0 + i) * p.v_stride[0] + head * p.v_stride[1] + (within - p.p) * p.v_stride[2]] = value;
+      }
+    }
+  }
+}
+
+// What one launch needs besides the kernel and its parameters.
+struct LatentLaunch {
+  unsigned grid_x = 1, grid_y = 1;
+  unsigned block_x = 1, block_y = 1;
+  std::string name;     // "gather_latents<float8_e4m3, bfloat16>"
+  std::string context;  // sizes, for the launch error
+};
+
+inline std::string kernel_name(const char* kernel, DType a, DType b) {
+  return std::string(kernel) + "<" + std::string(dtype_name(a)) + ", " + std::string(dtype_name(b)) + ">";
+}
+
+// Calls launch(kernel, LatentLaunch, params) with the kernel for (Src, k's dtype).
+template <DType Src, class Launch>
+void gather_for_source(const GatherParams& params, DType k_dtype, LatentLaunch how, Launch& launch) {
+  how.name = kernel_name("gather_latents", Src, k_dtype);
+  switch (k_dtype) {
+    case DType::float32:
+      return launch(&gather_latents_kernel<Src, DType::float32>, how, params);
+    case DType::float16:
+      return launch(&gather_latents_kernel<Src, DType::float16>, how, params);
+    case DType::bfloat16:
+      return launch(&gather_latents_kernel<Src, DType::bfloat16>, how, params);
+    case DType::float8_e4m3:
+      break;
+  }
+  raise(ErrorCategory::invalid_argument, "gather_latents: k must not be float8_e4m3");
+}
+
+// Fills the parameters from a checked gather (check_latent_gather) and calls
+// launch once, or not at all when there are no rows.
+template <class Launch>
+void gather_latents_with(const LatentGather& gather, const TensorView& latents, const TensorView& k, Launch&& launch) {
+  GatherParams params;
+  params.tokens = gather.tokens;
+  params.latent_dim = latents.size(1);
+  params.heads = k.size(1);
+  params.latents = static_cast<float*>(latents.data);
+  params.latents_stride[0] = latents.stride[0];
+  params.latents_stride[1] = latents.stride[1];
+  params.k = k.data;
+  for (int i = 0; i < 3; ++i) params.k_stride[i] = k.stride[static_cast<std::size_t>(i)];
+  DType source = gather.cache.dtype;
+  if (gather.from_cache()) {
+    const TensorView& cache = gather.cache;
+    params.rope_dim = cache.size(2) - params.latent_dim;
+    params.latent = cache.data;
+    params.rope = static_cast<const char*>(cache.data) +
+                  params.latent_dim * cache.stride[2] * static_cast<std::int64_t>(dtype_size(cache.dtype));
+    params.latent_block = params.rope_block = cache.stride[0];
+    params.latent_slot = params.rope_slot = cache.stride[1];
+    params.latent_step = params.rope_step = cache.stride[2];
+    params.slots = gather.slots;
+    params.block_size = cache.size(1);
+    params.scale = gather.scale;
+  } else {
+    if (gather.kv_c.dtype != gather.k_pe.dtype) {
+      raise(ErrorCategory::invalid_argument, "gather_latents: kv_c (" + gather.kv_c.describe() + ") and k_pe (" +
+                                                 gather.k_pe.describe() + ") must share a dtype on a GPU");
+    }
+    source = gather.kv_c.dtype;
+    params.rope_dim = gather.k_pe.size(1);
+    params.latent = gather.kv_c.data;
+    params.rope = gather.k_pe.data;
+    params.latent_block = gather.kv_c.stride[0];
+    params.latent_step = gather.kv_c.stride[1];
+    params.rope_block = gather.k_pe.stride[0];
+    params.rope_step = gather.k_pe.stride[1];
+  }
+  params.rope_at = k.size(2) - params.rope_dim;
+  const std::int64_t total = params.tokens * (params.latent_dim + params.rope_dim);
+  if (total == 0) return;
+  LatentLaunch how;
+  how.block_x = 256;
+  // A grid-stride loop covers the rest; 2^20 blocks saturate any current GPU.
+  how.grid_x = static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, std::int64_t{1} << 20));
+  how.context = std::to_string(params.tokens) + " rows of " + std::to_string(params.latent_dim) + " + " +
+                std::to_string(params.rope_dim) + " values, " + std::to_string(params.heads) + " heads";
+  switch (source) {
+    case DType::float32:
+      return gather_for_source<DType::float32>(params, k.dtype, how, launch);
+    case DType::float16:
+      return gather_for_source<DType::float16>(params, k.dtype, how, launch);
+    case DType::bfloat16:
+      return gather_for_source<DType::bfloat16>(params, k.dtype, how, launch);
+    case DType::float8_e4m3:
+      return gather_for_source<DType::float8_e4m3>(params, k.dtype, how, launch);
+  }
+}
+
+template <DType W, class Launch>
+void project_for_weight(const ProjectParams& params, DType out, LatentLaunch how, Launch& launch) {
+  how.name = kernel_name("project_latents", W, out);
+  switch (out) {
+    case DType::float32:
+      return launch(&project_latents_kernel<W, DType::float32>, how, params);
+    case DType::float16:
+      return launch(&project_latents_kernel<W, DType::float16>, how, params);
+    case DType::bfloat16:
+      return launch(&project_latents_kernel<W, DType::bfloat16>, how, params);
+    case DType::float8_e4m3:
+      break;
+  }
+  raise(ErrorCategory::invalid_argument, "project_latents: k and v must not be float8_e4m3");
+}
+
+// Fills the parameters from a checked projection (check_latent_projection)
+// and calls launch once, or not at all when there are no rows.
+template <class Launch>
+void project_latents_with(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                          const TensorView& v, Launch&& launch) {
+  ProjectParams params;
+  params.latents = static_cast<const float*>(latents.data);
+  params.latents_stride[0] = latents.stride[0];
+  params.latents_stride[1] = latents.stride[1];
+  params.weight = kv_b_proj.data;
+  params.weight_stride[0] = kv_b_proj.stride[0];
+  params.weight_stride[1] = kv_b_proj.stride[1];
+  params.k = k.data;
+  params.v = v.data;
+  for (int i = 0; i < 3; ++i) {
+    params.k_stride[i] = k.stride[static_cast<std::size_t>(i)];
+    params.v_stride[i] = v.stride[static_cast<std::size_t>(i)];
+  }
+  params.tokens = latents.size(0);
+  params.latent_dim = latents.size(1);
+  params.columns = kv_b_proj.size(0);
+  params.per_head = params.columns / k.size(1);
+  params.p = params.per_head - v.size(2);
+  if (params.tokens == 0 || params.columns == 0) return;
+  constexpr std::int64_t span = std::int64_t{project_threads} * project_tile;
+  const std::int64_t token_blocks = (params.tokens + span - 1) / span;
+  const std::int64_t column_blocks = (params.columns + span - 1) / span;
+  if (token_blocks > 0x7fffffff || column_blocks > 65535) {
+    raise(ErrorCategory::not_supported, "project_latents: " + std::to_string(params.tokens) + " tokens x " +
+                                            std::to_string(params.columns) + " columns exceed one grid");
+  }
+  LatentLaunch how;
+  how.block_x = how.block_y = project_threads;
+  how.grid_x = static_cast<unsigned>(token_blocks);
+  how.grid_y = static_cast<unsigned>(column_blocks);
+  how.context = std::to_string(params.tokens) + " tokens, " + std::to_string(params.columns) +
+                " output columns, latent " + std::to_string(params.latent_dim);
+  switch (kv_b_proj.dtype) {
+    case DType::float32:
+      return project_for_weight<DType::float32>(params, k.dtype, how, launch);
+    case DType::float16:
+      return project_for_weight<DType::float16>(params, k.dtype, how, launch);
+    case DType::bfloat16:
+      return project_for_weight<DType::bfloat16>(params, k.dtype, how, launch);
+    case DType::float8_e4m3:
+      return project_for_weight<DType::float8_e4m3>(params, k.dtype, how, launch);
+  }
+}
+
+}  // namespace mla::MLA_GPU_NAMESPACE::latent_kernel
