@@ -117,8 +117,13 @@ __global__ void project_latents_kernel(const ProjectParams p) {
       for (int j = 0; j < project_tile; ++j) acc[i][j] += a[i] * b[j];
     }
   }
-  for (int i = 0; i < rows; ++i) {
-    for (int j = 0; j < cols; ++j) {
+  // Unrolled over the whole tile with guards, so that acc stays in registers
+  // (loops bounded by rows and cols index it dynamically: a stack frame).
+#pragma unroll
+  for (int i = 0; i < project_tile; ++i) {
+#pragma unroll
+    for (int j = 0; j < project_tile; ++j) {
+      if (i >= rows || j >= cols) continue;
       const std::int64_t c = c0 + j;
       const std::int64_t head = c / p.per_head;
       const std::int64_t within = c % p.per_head;

@@ -253,7 +253,8 @@ def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu
     through `kv_b_proj` [H*(P+V), L], and attends `q` [Nq, H, P+R] to context
     and new tokens, at most `workspace_tokens` gathered tokens at a time. An
     fp8 cache is uint8 bytes with `cache_scale`. Returns out [Nq, H, V], or
-    (out, lse) with return_lse. Host queues only for now."""
+    (out, lse) with return_lse. GPU tensors run on the backend's GPU kernels
+    on PyTorch's current stream (never run on a GPU yet)."""
     if lse is not None and not return_lse:
         raise InvalidArgument("lse was given but return_lse is False")
     out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
