@@ -70,6 +70,13 @@ BenchProblem make_problem(const BenchOptions& options, std::vector<int> context)
 // mla-prefill bench --step (bench_step.cpp).
 int run_step_bench(const BenchOptions& options);
 
+// Whether the chosen backend is the library's own REFERENCE, the oracle the
+// benchmarks check against (not a configured override of its member).
+bool is_builtin_reference(const ChosenBackend& chosen);
+
+// The report's platform, backend (and why), kernel and queue lines.
+void print_backend_lines(const DeviceCapability& platform, const ChosenBackend& chosen);
+
 // Prints a line per run to stderr once the command has taken more than a second.
 class Progress {
  public:

@@ -122,30 +122,29 @@ int run_bench(const BenchOptions& options) {
   const BenchProblem problem = make_problem(options, BenchProblem().context_lengths);
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
-  const Selection selection = selector.select(SelectorConfig{problem.dtype, problem.dims}, platform);
   BackendParams params;
   params.num_heads = problem.heads;
   params.scale = problem.scale();
   params.dims = problem.dims;
   params.dtype = problem.dtype;
-  const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = make_queue(selection);
+  ChosenBackend chosen = choose_backend(selector, params, platform);
+  PrefillBackend& backend = *chosen.backend;
+  Queue& queue = chosen.queue;
 
   PrefillMetadata metadata = PrefillMetadata::from_lengths(problem.new_lengths, problem.new_lengths);
   metadata.add_chunk(problem.context_lengths);
   const BenchInputs inputs(problem);
   const DeviceInputs device_inputs(queue, problem, inputs);
-  backend->prepare(queue, metadata);
+  backend.prepare(queue, metadata);
 
   Progress progress;
   const Timing new_tokens = time_phase(queue, "new tokens", options.repeats, progress,
-                                       [&] { return run_new_tokens(*backend, queue, device_inputs); });
+                                       [&] { return run_new_tokens(backend, queue, device_inputs); });
   const Timing step = time_phase(queue, "prefill step", options.repeats, progress,
-                                 [&] { return run_step(*backend, queue, metadata, device_inputs); });
+                                 [&] { return run_step(backend, queue, metadata, device_inputs); });
 
   // The oracle: the library's own REFERENCE (not a configured override) on the same inputs.
-  const bool is_reference = selection.kind == MlaPrefillBackendKind::REFERENCE && selection.name == "REFERENCE" &&
-                            backend->name() == "REFERENCE";
+  const bool is_reference = is_builtin_reference(chosen);
   const bool check = !is_reference && !options.no_check;
   PhaseResult reference_new, reference_step;  // left empty without a check
   if (check) {
@@ -162,12 +161,7 @@ int run_bench(const BenchOptions& options) {
 
   std::cout << fmt::format("mla-prefill bench: {}\n", problem.built_in ? "DeepSeek-V3 prefill at TP8"
                                                                        : "DeepSeek-V3 prefill, shape from the options");
-  std::cout << fmt::format("platform   {}\n", describe_platform(platform));
-  std::cout << fmt::format("backend    {} ({})\n", backend->name(), selection.why);
-  if (const std::string kernel = backend->kernel_info(); !kernel.empty()) {
-    std::cout << fmt::format("kernel     {}\n", kernel);
-  }
-  std::cout << fmt::format("queue      {}\n", queue.describe());
+  print_backend_lines(platform, chosen);
   std::cout << fmt::format("shape      H={}, dims {}, {}, scale {:.6f}\n", problem.heads, to_string(problem.dims),
                            dtype_name(problem.dtype), problem.scale());
   std::cout << fmt::format("batch      new tokens {} ({} queries); one context chunk {} ({} keys)\n",

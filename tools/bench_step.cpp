@@ -153,24 +153,24 @@ int run_step_bench(const BenchOptions& options) {
   const BenchProblem& shape = problem.shape;
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
-  const Selection selection = selector.select(SelectorConfig{shape.dtype, shape.dims}, platform);
   BackendParams params;
   params.num_heads = shape.heads;
   params.scale = shape.scale();
   params.dims = shape.dims;
   params.dtype = shape.dtype;
   params.kv_lora_rank = problem.latent;
-  const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = make_queue(selection);
+  ChosenBackend chosen = choose_backend(selector, params, platform);
+  PrefillBackend& backend = *chosen.backend;
+  Queue& queue = chosen.queue;
   const StepData data(problem);
   StepTensors tensors(queue, problem, data);
 
   Progress progress;
-  run_once(*backend, queue, problem, data, tensors);  // warm-up
+  run_once(backend, queue, problem, data, tensors);  // warm-up
   progress.report("warm-up done");
   std::vector<double> gather, projection, attention, merge, total;
   for (int i = 0; i < options.repeats; ++i) {
-    const StepRun run = run_once(*backend, queue, problem, data, tensors);
+    const StepRun run = run_once(backend, queue, problem, data, tensors);
     gather.push_back(run.phases.gather_ms);
     projection.push_back(run.phases.projection_ms);
     attention.push_back(run.phases.attention_ms);
@@ -180,8 +180,7 @@ int run_step_bench(const BenchOptions& options) {
   }
   const std::vector<float> out = download(queue, tensors.out.view), lse = download(queue, tensors.lse.view);
 
-  const bool is_reference = selection.kind == MlaPrefillBackendKind::REFERENCE && selection.name == "REFERENCE" &&
-                            backend->name() == "REFERENCE";
+  const bool is_reference = is_builtin_reference(chosen);
   const bool check = !is_reference && !options.no_check;
   std::string rel = is_reference ? "0 (self)" : "-", lse_err = rel;
   if (check) {
@@ -199,12 +198,7 @@ int run_step_bench(const BenchOptions& options) {
   std::cout << fmt::format("mla-prefill bench --step: {}\n", shape.built_in
                                                                  ? "DeepSeek-V3 MLA prefill step at TP8"
                                                                  : "MLA prefill step, shape from the options");
-  std::cout << fmt::format("platform   {}\n", describe_platform(platform));
-  std::cout << fmt::format("backend    {} ({})\n", backend->name(), selection.why);
-  if (const std::string kernel = backend->kernel_info(); !kernel.empty()) {
-    std::cout << fmt::format("kernel     {}\n", kernel);
-  }
-  std::cout << fmt::format("queue      {}\n", queue.describe());
+  print_backend_lines(platform, chosen);
   std::cout << fmt::format("shape      H={}, dims {}, L={}, {}, scale {:.6f}\n", shape.heads, to_string(shape.dims),
                            problem.latent, dtype_name(shape.dtype), shape.scale());
   std::cout << fmt::format(

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "mla/error.hpp"
+#include "mla/platform.hpp"
 
 namespace mla::tools {
 
@@ -81,6 +82,20 @@ BenchProblem make_problem(const BenchOptions& options, std::vector<int> context)
   }
   problem.built_in = !options.heads && !options.dims && !options.dtype && !options.lengths && !options.context;
   return problem;
+}
+
+bool is_builtin_reference(const ChosenBackend& chosen) {
+  return chosen.selection.kind == MlaPrefillBackendKind::REFERENCE && chosen.selection.name == "REFERENCE" &&
+         chosen.backend->name() == "REFERENCE";
+}
+
+void print_backend_lines(const DeviceCapability& platform, const ChosenBackend& chosen) {
+  std::cout << fmt::format("platform   {}\n", describe_platform(platform));
+  std::cout << fmt::format("backend    {} ({})\n", chosen.backend->name(), chosen.selection.why);
+  if (const std::string kernel = chosen.backend->kernel_info(); !kernel.empty()) {
+    std::cout << fmt::format("kernel     {}\n", kernel);
+  }
+  std::cout << fmt::format("queue      {}\n", chosen.queue.describe());
 }
 
 std::string lengths_text(const std::vector<int>& lengths) { return fmt::format("[{}]", fmt::join(lengths, ", ")); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 
@@ -21,6 +22,20 @@ void SelectionOptions::add_to(CLI::App& app) {
                "YAML configuration layered over the built-in defaults (default: $MLA_CONFIG)");
   add_optional(app, "--backend", backend,
                "backend to use, e.g. REFERENCE; beats the configuration and $MLA_PREFILL_BACKEND");
+}
+
+ChosenBackend choose_backend(Selector& selector, const BackendParams& params, const DeviceCapability& platform) {
+  Selection selection = selector.select(SelectorConfig{params.dtype, params.dims}, platform);
+  std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
+  Queue queue = make_queue(selection);
+  return {std::move(selection), std::move(backend), std::move(queue)};
+}
+
+void check_softmax_scale(float scale, const char* flag) {
+  if (!std::isfinite(scale) || scale <= 0.0f) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(flag) + " must be a positive finite number, got " + std::to_string(scale));
+  }
 }
 
 Selector SelectionOptions::make_selector() const {

@@ -61,6 +61,19 @@ struct SelectionOptions {
   Selector make_selector() const;
 };
 
+// The backend chosen for a command and a queue of a kind it runs on.
+struct ChosenBackend {
+  Selection selection;
+  std::unique_ptr<PrefillBackend> backend;
+  Queue queue;
+};
+// Selects for params' dtype and dims on `platform`, creates the backend with
+// `params` and makes its queue (mla::make_queue).
+ChosenBackend choose_backend(Selector& selector, const BackendParams& params, const DeviceCapability& platform);
+
+// A softmax scale given as `flag`: positive and finite, or Error(invalid_argument).
+void check_softmax_scale(float scale, const char* flag);
+
 // Whether the backend was named (API, environment or YAML) rather than found by
 // walking the priority list.
 bool is_explicit_choice(const Selector& selector);

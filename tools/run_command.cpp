@@ -59,10 +59,7 @@ void check_shapes(const HostTensor& q, const HostTensor& k, const HostTensor& v)
 int run_attention(const RunOptions& options) {
   // Validate everything the user gave before choosing a backend.
   const DType dtype = parse_input_dtype(options.dtype, "--dtype");
-  if (!std::isfinite(options.scale) || options.scale <= 0.0f) {
-    raise(ErrorCategory::invalid_argument,
-          "--scale must be a positive finite number, got " + std::to_string(options.scale));
-  }
+  check_softmax_scale(options.scale, "--scale");
   const HostTensor q = load_float_tensor(options.q, "--q", 3, "[tokens, heads, dqk]");
   const HostTensor k = load_float_tensor(options.k, "--k", 3, "[tokens, heads, dqk]");
   const HostTensor v = load_float_tensor(options.v, "--v", 3, "[tokens, heads, V]");
@@ -85,14 +82,12 @@ int run_attention(const RunOptions& options) {
   check_metadata(metadata);
 
   Selector selector = options.selection.make_selector();
-  const Selection selection = selector.select(SelectorConfig{dtype, dims}, current_platform());
   BackendParams params;
   params.num_heads = static_cast<int>(q.size(1));
   params.scale = options.scale;
   params.dims = dims;
   params.dtype = dtype;
-  const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = make_queue(selection);
+  auto [selection, backend, queue] = choose_backend(selector, params, current_platform());
 
   const std::int64_t heads = q.size(1);
   OwnedTensor q_dev = upload(queue, q.values, dtype, {q.size(0), heads, q.size(2)});

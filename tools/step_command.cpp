@@ -79,9 +79,7 @@ OwnedTensor upload_cache(Queue& queue, const StepOptions& options, DType dtype) 
 
 int run_step(const StepOptions& options) {
   const DType dtype = parse_input_dtype(options.dtype, "--dtype");
-  if (!std::isfinite(options.scale) || options.scale <= 0.0f) {
-    bad("--scale must be a positive finite number, got " + std::to_string(options.scale));
-  }
+  check_softmax_scale(options.scale, "--scale");
   const HostTensor q = load_float_tensor(options.q, "--q", 3, "[tokens, heads, P + R]");
   const HostTensor kv_c = load_float_tensor(options.kv_c, "--kv-c", 2, "[tokens, L]");
   const HostTensor k_pe = load_float_tensor(options.k_pe, "--k-pe", 2, "[tokens, R]");
@@ -93,15 +91,13 @@ int run_step(const StepOptions& options) {
   metadata.block_table = load_block_table(options.block_table, metadata.max_blocks);
 
   Selector selector = options.selection.make_selector();
-  const Selection selection = selector.select(SelectorConfig{dtype, dims}, current_platform());
   BackendParams params;
   params.num_heads = static_cast<int>(q.size(1));
   params.scale = options.scale;
   params.dims = dims;
   params.dtype = dtype;
   params.kv_lora_rank = static_cast<int>(w.size(1));
-  const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = make_queue(selection);
+  auto [selection, backend, queue] = choose_backend(selector, params, current_platform());
 
   const std::int64_t nq = q.size(0), heads = q.size(1);
   OwnedTensor q_dev = upload(queue, q.values, dtype, {nq, heads, q.size(2)});
