@@ -18,4 +18,8 @@ void flash_attention(const AttentionProblem& problem);
 // docs/contract.md §3 on arguments that passed check_merge_args.
 void merge_states(const MergeArgs& args);
 
+// The MLA step's up-projection (PrefillBackend::project_latents) on
+// arguments that passed check_latent_projection (projection.cpp).
+void project_latents(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k, const TensorView& v);
+
 }  // namespace mla::kokkos

@@ -43,6 +43,15 @@ std::string KokkosBackend::kernel_info() const {
   }
 }
 
+void KokkosBackend::project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
+                                    const TensorView& k, const TensorView& v) {
+  require_queue_kind(name(), "project_latents", {DeviceBackend::host}, queue);
+  check_latent_projection(queue, latents, kv_b_proj, k, v);
+  ensure_initialized();
+  const std::lock_guard<std::mutex> turn(kernel_lock());
+  kokkos::project_latents(latents, kv_b_proj, k, v);
+}
+
 void KokkosBackend::merge(const MergeArgs& args) {
   ensure_initialized();
   const std::lock_guard<std::mutex> turn(kernel_lock());

@@ -16,6 +16,9 @@ class KokkosBackend final : public detail::HostBackend {
   std::string name() const override { return "KOKKOS"; }
   // The kernel variant (host_isa.hpp) a call would run now, and why.
   std::string kernel_info() const override;
+  // The up-projection as a register-blocked GEMM (projection.cpp).
+  void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                       const TensorView& v) override;
 
  protected:
   // Kernels run on Kokkos' default host execution space, which reads the

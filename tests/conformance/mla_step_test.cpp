@@ -231,6 +231,50 @@ TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
   EXPECT_NE(message(s, wrong_w).find("kv_b_proj dimension 0 is 3"), std::string::npos);
 }
 
+// The up-projection alone, on an odd shape (13 tokens, L = 37): within the
+// step's bounds of an fp64 sum, and batch invariant: each token's keys and
+// values are bitwise the same when it is projected with fewer neighbours.
+TEST_P(MlaStep, ProjectionMatchesFp64AndIsBatchInvariant) {
+  constexpr int tokens = 13, latent = 37, fewer = 5;
+  const int P = p(), R = r(), V = v_dim(), H = heads();
+  HostTensor x(DType::float32, {tokens, latent});
+  x.fill_random(rng_, -1.0f, 1.0f);
+  HostTensor w(DType::float32, {std::int64_t{H} * (P + V), latent});
+  w.fill_random(rng_, -0.5f, 0.5f);
+  const DeviceTensor dx = upload(queue_, x), dw = upload(queue_, w);
+  const auto project = [&](std::int64_t rows, HostTensor& k, HostTensor& v) {
+    TensorView xs = dx.view;
+    xs.shape[0] = rows;
+    const DeviceTensor dk = upload(queue_, k), dv = upload(queue_, v);
+    backend_->project_latents(queue_, xs, dw.view, dk.view, dv.view);
+    download(queue_, dk, k);
+    download(queue_, dv, v);
+  };
+  HostTensor k(dtype(), {tokens, H, P + R}), v(dtype(), {tokens, H, V});
+  project(tokens, k, v);
+  HostTensor k_few(dtype(), {fewer, H, P + R}), v_few(dtype(), {fewer, H, V});
+  project(fewer, k_few, v_few);
+  double err = 0, norm = 0;
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < H; ++h) {
+      for (int j = 0; j < P + V; ++j) {
+        double want = 0;
+        for (int l = 0; l < latent; ++l) want += double{x.at(t, l)} * w.at(h * (P + V) + j, l);
+        const double got = j < P ? k.at(t, h, j) : v.at(t, h, j - P);
+        err += (got - want) * (got - want);
+        norm += want * want;
+        if (t < fewer) {
+          const float alone = j < P ? k_few.at(t, h, j) : v_few.at(t, h, j - P);
+          ASSERT_EQ(alone, static_cast<float>(got)) << "token " << t << ", head " << h << ", column " << j;
+        }
+      }
+      // The rope part of k is the gather's: the projection leaves it alone.
+      for (int j = 0; j < R; ++j) ASSERT_TRUE(std::isnan(k.at(t, h, P + j))) << "rope column " << j << " written";
+    }
+  }
+  EXPECT_LT(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaStep,
                          ::testing::Values(ConformanceShape{DType::float32, deepseek_dims, 2},
                                            ConformanceShape{DType::bfloat16, deepseek_dims, 2},

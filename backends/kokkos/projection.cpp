@@ -1,0 +1,98 @@
+// The MLA step's up-projection on KOKKOS: keys and values = latents .
+// kv_b_proj^T as a register-blocked GEMM on the attention kernel's
+// micro-GEMM (hot_loops.hpp), in the variant the CPU runs best
+// (host_isa.hpp), one column panel per iteration of a Kokkos RangePolicy on
+// the default host execution space.
+//
+// Every output is one fp32 sum over the latent index in order, computed by the
+// same micro-GEMM for every block of tokens, the last one included (padded
+// with zero rows): a token's keys and values do not depend on the other
+// tokens of the call (batch invariance, docs/contract.md §6).
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "flash_attention.hpp"
+#include "flash_config.hpp"
+#include "hot_loops.hpp"
+
+namespace mla::kokkos {
+namespace {
+
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+template <HostIsa kIsa>
+void project_with(const TensorView& latents, const TensorView& w, const TensorView& k, const TensorView& v) {
+  constexpr FlashTile kTile = flash_tile_for(kIsa);
+  constexpr int kRows = kTile.block_rows;
+  constexpr int kCols = kTile.block_cols;
+  const std::int64_t tokens = latents.size(0), depth = latents.size(1);
+  const std::int64_t columns = w.size(0), per_head = columns / k.size(1), p = per_head - v.size(2);
+  // The latents as contiguous rows, in whole register blocks of tokens.
+  const std::int64_t padded_tokens = round_up(tokens, kRows);
+  std::vector<float> a(static_cast<std::size_t>(padded_tokens * depth), 0.0f);
+  const auto* x = static_cast<const float*>(latents.data);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t l = 0; l < depth; ++l) {
+      a[static_cast<std::size_t>(t * depth + l)] = x[t * latents.stride[0] + l * latents.stride[1]];
+    }
+  }
+  const std::int64_t panels = round_up(columns, kCols) / kCols;
+  Kokkos::parallel_for(
+      "mla_kokkos_project_latents", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, panels),
+      [&](std::int64_t panel) {
+        const std::int64_t c0 = panel * kCols;
+        const std::int64_t cn = std::min<std::int64_t>(kCols, columns - c0);
+        // kv_b_proj^T for this panel, [depth][kCols] in fp32; missing columns 0.
+        std::vector<float> b(static_cast<std::size_t>(depth * kCols), 0.0f);
+        for (std::int64_t c = 0; c < cn; ++c) {
+          for (std::int64_t l = 0; l < depth; ++l) {
+            b[static_cast<std::size_t>(l * kCols + c)] = load_as_float(w.data, w.dtype, w.offset(c0 + c, l));
+          }
+        }
+        float block[kRows * kCols];
+        for (std::int64_t t0 = 0; t0 < padded_tokens; t0 += kRows) {
+          HotLoops<kIsa>::template micro_gemm<kRows, kCols>(
+              a.data() + t0 * depth, static_cast<int>(depth), 1, static_cast<const float*>(b.data()), kCols,
+              static_cast<int>(depth), static_cast<float*>(block), kCols, static_cast<const float*>(nullptr));
+          const std::int64_t rows = std::min<std::int64_t>(kRows, tokens - t0);
+          for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t c = 0; c < cn; ++c) {
+              const std::int64_t h = (c0 + c) / per_head, j = (c0 + c) % per_head;
+              const float value = block[r * kCols + c];
+              if (j < p) {
+                store_from_float(k.data, k.dtype, k.offset(t0 + r, h, j), value);
+              } else {
+                store_from_float(v.data, v.dtype, v.offset(t0 + r, h, j - p), value);
+              }
+            }
+          }
+        }
+      });
+  Kokkos::fence();
+}
+
+}  // namespace
+
+void project_latents(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k, const TensorView& v) {
+  if (latents.size(0) == 0 || kv_b_proj.size(0) == 0) return;
+#if MLA_KOKKOS_ISA_DISPATCH
+  switch (selected_host_isa()) {
+    case HostIsa::avx512:
+      return project_with<HostIsa::avx512>(latents, kv_b_proj, k, v);
+    case HostIsa::avx2:
+      return project_with<HostIsa::avx2>(latents, kv_b_proj, k, v);
+    case HostIsa::baseline:
+      break;
+  }
+  project_with<HostIsa::baseline>(latents, kv_b_proj, k, v);
+#else
+  project_with<compiled_host_isa>(latents, kv_b_proj, k, v);
+#endif
+}
+
+}  // namespace mla::kokkos
