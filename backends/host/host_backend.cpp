@@ -1,6 +1,5 @@
 #include "host/host_backend.hpp"
 
-#include <cmath>
 #include <string>
 
 #include "mla/error.hpp"
@@ -15,16 +14,11 @@ void require_host_queue(const PrefillBackend& backend, const Queue& queue, const
   require_queue_kind(backend.name(), operation, {DeviceBackend::host}, queue);
 }
 
-// Host kernels take the scale as a number. A device scale lives in memory of
-// the host queue, that is host memory, and is checked once read.
-std::optional<float> host_scale(const std::optional<OutputScale>& scale) {
+// Host kernels take the scale as a number (read_out_scale reads and checks
+// a device one: memory of the host queue, so no wait).
+std::optional<float> host_scale(Queue& queue, const std::optional<OutputScale>& scale) {
   if (!scale) return std::nullopt;
-  const float value = scale->is_device() ? *scale->device : scale->value;
-  if (scale->is_device() && !(std::isfinite(value) && value > 0.0f)) {
-    raise(ErrorCategory::invalid_argument,
-          "out_scale must be a finite positive number; the device scale holds " + std::to_string(value));
-  }
-  return value;
+  return read_out_scale(queue, *scale);
 }
 
 }  // namespace
@@ -53,7 +47,7 @@ AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, c
   problem.causal = meta.causal;
   problem.scale = params().scale;
   problem.out = result.out;
-  problem.out_scale = host_scale(out_scale);
+  problem.out_scale = host_scale(queue, out_scale);
   problem.lse = result.lse;
   attention(problem);
   return result;
@@ -84,7 +78,7 @@ void HostBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   require_host_queue(*this, queue, "merge_attn_states");
   check_merge_args(queue, args);
   MergeArgs resolved = args;
-  if (const std::optional<float> scale = host_scale(args.out_scale)) resolved.out_scale = OutputScale(*scale);
+  if (const std::optional<float> scale = host_scale(queue, args.out_scale)) resolved.out_scale = OutputScale(*scale);
   merge(resolved);
 }
 

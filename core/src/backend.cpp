@@ -140,6 +140,17 @@ std::vector<std::string> validate(const BackendDescription& description, const D
   return reasons;
 }
 
+float read_out_scale(Queue& queue, const OutputScale& scale) {
+  if (!scale.is_device()) return scale.value;
+  float value = 0.0f;
+  queue.memcpy(&value, scale.device, sizeof value);
+  queue.wait();
+  if (!(std::isfinite(value) && value > 0.0f)) {
+    bad_argument("out_scale must be a finite positive number; the device scale holds " + std::to_string(value));
+  }
+  return value;
+}
+
 void check_accessible(const Queue& queue, const TensorView& view, const char* what) {
   if (view.empty_view() || view.numel() == 0) return;
   if (!queue.can_access(view.memory)) {

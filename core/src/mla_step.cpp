@@ -116,7 +116,7 @@ void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadat
   PrefillMetadata step;
   step.cu_seqlens_q = metadata.cu_seqlens_q;
   step.cu_seqlens_k = metadata.cu_seqlens_q;
-  step.max_seqlen_q = step.max_seqlen_k = s.num_q == 0 ? 0 : max_seqlen(metadata.cu_seqlens_q);
+  step.max_seqlen_q = step.max_seqlen_k = max_seqlen(metadata.cu_seqlens_q);
   for (const ContextChunk& chunk : plan.chunks) step.chunks.push_back({chunk.cu_seqlens_k, chunk.max_seqlen_k});
   backend.prepare(queue, step);
 

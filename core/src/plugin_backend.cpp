@@ -5,7 +5,6 @@
 #include "plugin_backend.hpp"
 
 #include <array>
-#include <cmath>
 #include <utility>
 
 #include "mla/error.hpp"
@@ -82,19 +81,10 @@ mla_plugin_tensor c_tensor(const TensorView& view) {
   return tensor;
 }
 
-// The C ABI carries the fp8 scale as a number: a device scale is read back
-// through the queue first (one wait on a GPU queue) and checked.
+// The C ABI carries the fp8 scale as a number, 0 for none: a device scale is
+// read back through the queue first (one wait on a GPU queue) and checked.
 float c_scale(Queue& queue, const std::optional<OutputScale>& scale) {
-  if (!scale) return 0.0f;
-  if (!scale->is_device()) return scale->value;
-  float value = 0.0f;
-  queue.memcpy(&value, scale->device, sizeof value);
-  queue.wait();
-  if (!(std::isfinite(value) && value > 0.0f)) {
-    raise(ErrorCategory::invalid_argument,
-          "out_scale must be a finite positive number; the device scale holds " + std::to_string(value));
-  }
-  return value;
+  return scale ? read_out_scale(queue, *scale) : 0.0f;
 }
 
 mla_plugin_queue c_queue(const Queue& queue) {

@@ -34,8 +34,6 @@ std::vector<std::int32_t> cu_seqlens_of(const std::vector<std::int64_t>& values,
   return cu;
 }
 
-int longest(const std::vector<std::int32_t>& cu) { return cu.size() < 2 ? 0 : std::max(0, max_seqlen(cu)); }
-
 using CuList = std::vector<std::int64_t>;
 
 // Host metadata from Python lists; check_metadata runs in prepare().
@@ -44,13 +42,13 @@ PrefillMetadata metadata_of(const CuList& cu_q, const std::optional<CuList>& cu_
   PrefillMetadata metadata;
   metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
   metadata.cu_seqlens_k = cu_k ? cu_seqlens_of(*cu_k, "cu_seqlens_k") : metadata.cu_seqlens_q;
-  metadata.max_seqlen_q = max_q.value_or(longest(metadata.cu_seqlens_q));
-  metadata.max_seqlen_k = max_k.value_or(longest(metadata.cu_seqlens_k));
+  metadata.max_seqlen_q = max_q.value_or(max_seqlen(metadata.cu_seqlens_q));
+  metadata.max_seqlen_k = max_k.value_or(max_seqlen(metadata.cu_seqlens_k));
   metadata.causal = causal;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     PrefillMetadata::Chunk chunk;
     chunk.cu_seqlens_k = cu_seqlens_of(chunks[i], "chunks[" + std::to_string(i) + "]");
-    chunk.max_seqlen_k = longest(chunk.cu_seqlens_k);
+    chunk.max_seqlen_k = max_seqlen(chunk.cu_seqlens_k);
     metadata.chunks.push_back(std::move(chunk));
   }
   return metadata;

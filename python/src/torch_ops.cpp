@@ -125,8 +125,8 @@ PrefillMetadata metadata_of(const at::Tensor& cu_q, const at::Tensor& cu_k, bool
   PrefillMetadata metadata;
   metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
   metadata.cu_seqlens_k = cu_seqlens_of(cu_k, "cu_seqlens_k");
-  metadata.max_seqlen_q = metadata.cu_seqlens_q.size() < 2 ? 0 : std::max(0, max_seqlen(metadata.cu_seqlens_q));
-  metadata.max_seqlen_k = metadata.cu_seqlens_k.size() < 2 ? 0 : std::max(0, max_seqlen(metadata.cu_seqlens_k));
+  metadata.max_seqlen_q = max_seqlen(metadata.cu_seqlens_q);
+  metadata.max_seqlen_k = max_seqlen(metadata.cu_seqlens_k);
   metadata.causal = causal;
   return metadata;
 }

@@ -115,6 +115,12 @@ struct OutputScale {
   bool is_device() const { return device != nullptr; }
 };
 
+// The scale's value on the host, for backends that compute or hand off on the
+// host (REFERENCE, KOKKOS, plugins): a host scale as it is (the backend calls
+// check it), a device scale read back through `queue` (one wait on a GPU
+// queue) and checked: finite and positive, else Error(invalid_argument).
+float read_out_scale(Queue& queue, const OutputScale& scale);
+
 // Output quantisation keys accepted by supports_quant_output.
 enum class QuantKey { fp8_e4m3_static_per_tensor };
 

@@ -76,7 +76,8 @@ void check_cu_seqlens(const std::vector<std::int32_t>& cu, const char* what, std
 // Checks the metadata as a whole (equal batch sizes of q, k and every chunk).
 void check_metadata(const PrefillMetadata& metadata);
 
-// Max difference between neighbouring entries.
+// Max difference between neighbouring entries; 0 for fewer than two entries
+// (no sequence) or when no difference is positive.
 int max_seqlen(const std::vector<std::int32_t>& cu);
 
 }  // namespace mla
