@@ -7,20 +7,12 @@
 
 #include "mla/backend.hpp"
 #include "mla/error.hpp"
+#include "workspace.hpp"
 
 namespace mla {
 namespace {
 
-// Workspace pieces start this many bytes apart from each other (a multiple of
-// every kernel's 16-byte vector loads); the workspace itself must be aligned
-// to base_alignment, which the host queue (64) and the GPU runtimes (256)
-// give.
-constexpr std::size_t workspace_alignment = 256;
-constexpr std::size_t base_alignment = 64;
-
-std::size_t aligned(std::size_t bytes) {
-  return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
-}
+using detail::WorkspaceCursor;
 
 // An [N, H, V] output and its [H, N] LSE.
 struct Partial {
@@ -28,50 +20,32 @@ struct Partial {
   TensorView lse;
 };
 
-std::size_t partial_bytes(const BackendParams& params, std::int64_t num_q) {
-  const auto elements = static_cast<std::size_t>(num_q * params.num_heads);
-  return aligned(elements * static_cast<std::size_t>(params.dims.v_head_dim) * dtype_size(params.dtype)) +
-         aligned(elements * dtype_size(DType::float32));
+Partial carve_partial(WorkspaceCursor& cursor, const BackendParams& params, std::int64_t num_q) {
+  Partial p;
+  p.out = cursor.view(params.dtype, {num_q, params.num_heads, params.dims.v_head_dim});
+  p.lse = cursor.view(DType::float32, {params.num_heads, num_q});
+  return p;
 }
 
-// Carves partials out of the caller's workspace, in order.
-class WorkspaceCursor {
- public:
-  WorkspaceCursor(const PrefillStepBuffers& buffers, MemoryKind memory)
-      : base_(static_cast<unsigned char*>(buffers.workspace)), size_(buffers.workspace_bytes), memory_(memory) {}
-
-  Partial partial(const BackendParams& params, std::int64_t num_q) {
-    const std::int64_t heads = params.num_heads;
-    Partial p;
-    p.out = TensorView::contiguous(
-        take(static_cast<std::size_t>(num_q * heads * params.dims.v_head_dim) * dtype_size(params.dtype)), params.dtype,
-        {num_q, heads, params.dims.v_head_dim}, memory_);
-    p.lse = TensorView::contiguous(take(static_cast<std::size_t>(num_q * heads) * dtype_size(DType::float32)),
-                                   DType::float32, {heads, num_q}, memory_);
-    return p;
-  }
-  // An [H, N] LSE alone, for a caller that wants none.
-  TensorView lse(const BackendParams& params, std::int64_t num_q) {
-    return TensorView::contiguous(take(static_cast<std::size_t>(num_q * params.num_heads) * sizeof(float)),
-                                  DType::float32, {params.num_heads, num_q}, memory_);
-  }
-
- private:
-  void* take(std::size_t bytes) {
-    void* p = base_ + used_;
-    used_ += aligned(bytes);
-    if (used_ > size_) {
-      raise(ErrorCategory::internal, "run_prefill_step: workspace of " + std::to_string(size_) +
-                                         " bytes overrun; prefill_step_workspace_size disagrees with the step");
-    }
-    return bytes == 0 ? nullptr : p;
-  }
-
-  unsigned char* base_;
-  std::size_t size_;
-  std::size_t used_ = 0;
-  MemoryKind memory_;
+// The step's workspace, in order: an LSE for the result when the caller
+// wants none (the merges need one), then, with context chunks, the chunk's
+// own result and the second buffer of the merge ping-pong. Over a measuring
+// cursor it gives prefill_step_workspace_size.
+struct StepWorkspace {
+  TensorView own_lse;
+  Partial context, spare;
 };
+
+StepWorkspace carve_step(WorkspaceCursor& cursor, const BackendParams& params, std::int64_t num_q,
+                         std::size_t num_chunks) {
+  StepWorkspace w;
+  w.own_lse = cursor.view(DType::float32, {params.num_heads, num_q});
+  if (num_chunks > 0) {
+    w.context = carve_partial(cursor, params, num_q);
+    w.spare = carve_partial(cursor, params, num_q);
+  }
+  return w;
+}
 
 void check_chunk_views(std::size_t num_chunks, const std::vector<TensorView>& chunk_k,
                        const std::vector<TensorView>& chunk_v) {
@@ -84,11 +58,9 @@ void check_chunk_views(std::size_t num_chunks, const std::vector<TensorView>& ch
 }
 
 std::size_t workspace_size(const BackendParams& params, std::int64_t num_q, std::size_t num_chunks) {
-  // An LSE for the result when the caller wants none (the merges need one).
-  std::size_t bytes = aligned(static_cast<std::size_t>(num_q * params.num_heads) * sizeof(float));
-  // The chunk's own result, and the second buffer of the merge ping-pong.
-  if (num_chunks > 0) bytes += 2 * partial_bytes(params, num_q);
-  return bytes;
+  WorkspaceCursor measure = WorkspaceCursor::measuring();
+  carve_step(measure, params, num_q, num_chunks);
+  return measure.used();
 }
 
 // The step once its metadata is known in either form: `prepare` runs the
@@ -99,20 +71,12 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
               const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
   check_chunk_views(chunks, chunk_k, chunk_v);
   const BackendParams& params = backend.params();
-  const std::size_t needed = workspace_size(params, num_q, chunks);
-  if (buffers.workspace_bytes < needed || (needed > 0 && buffers.workspace == nullptr)) {
-    raise(ErrorCategory::invalid_argument, "run_prefill_step: the step needs " + std::to_string(needed) +
-                                               " bytes of workspace (prefill_step_workspace_size); got " +
-                                               std::to_string(buffers.workspace_bytes));
-  }
-  if (reinterpret_cast<std::uintptr_t>(buffers.workspace) % base_alignment != 0) {
-    raise(ErrorCategory::invalid_argument,
-          "run_prefill_step: the workspace must be " + std::to_string(base_alignment) + "-byte aligned");
-  }
+  detail::check_workspace("run_prefill_step", "prefill_step_workspace_size", buffers.workspace, buffers.workspace_bytes,
+                          workspace_size(params, num_q, chunks));
   if (buffers.out.empty_view()) raise(ErrorCategory::invalid_argument, "run_prefill_step: buffers.out is missing");
-  // Device memory of the queue: on a host queue that is host memory too.
-  WorkspaceCursor cursor(buffers, MemoryKind::device);
-  const Partial result{buffers.out, buffers.lse.empty_view() ? cursor.lse(params, num_q) : buffers.lse};
+  WorkspaceCursor cursor(buffers.workspace, buffers.workspace_bytes, "run_prefill_step");
+  const StepWorkspace work = carve_step(cursor, params, num_q, chunks);
+  const Partial result{buffers.out, buffers.lse.empty_view() ? work.own_lse : buffers.lse};
 
   prepare();
   if (chunks == 0) {
@@ -121,8 +85,8 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
   }
   // Each merge reads one buffer and writes the other; the new tokens start in
   // the one that makes the last merge land in the caller's.
-  const Partial context = cursor.partial(params, num_q);
-  const Partial spare = cursor.partial(params, num_q);
+  const Partial& context = work.context;
+  const Partial& spare = work.spare;
   Partial current = chunks % 2 == 0 ? result : spare;
   Partial next = chunks % 2 == 0 ? spare : result;
   backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true, current.out, std::nullopt, current.lse);

@@ -11,21 +11,6 @@
 namespace mla::testing {
 namespace {
 
-class CountingAllocator final : public Allocator {
- public:
-  explicit CountingAllocator(std::shared_ptr<Allocator> inner) : inner_(std::move(inner)) {}
-  void* allocate(std::size_t bytes, MemoryKind kind) override {
-    ++allocations_;
-    return inner_->allocate(bytes, kind);
-  }
-  void deallocate(void* ptr, MemoryKind kind) noexcept override { inner_->deallocate(ptr, kind); }
-  int allocations() const { return allocations_.load(); }
-
- private:
-  std::shared_ptr<Allocator> inner_;
-  std::atomic<int> allocations_{0};
-};
-
 // Fails the allocation numbered `fail_at` (1-based), as a full device would.
 class FailingAllocator final : public Allocator {
  public:

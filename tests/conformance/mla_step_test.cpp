@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -273,6 +275,55 @@ TEST_P(MlaStep, ProjectionMatchesFp64AndIsBatchInvariant) {
     }
   }
   EXPECT_LT(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
+}
+
+// An engine's workspace: the step into the caller's out, lse and workspace
+// equals the allocating path bit for bit and, once warm, allocates nothing on
+// the queue; a workspace one byte short is a clear error.
+TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
+  Step s = make_step({5, 0, 9, 3, 1}, {21, 7, 0, 40, 0}, 16);
+  constexpr std::int64_t budget = 24;  // several chunks
+  const std::int64_t nq = s.metadata.cu_seqlens_q.back();
+  const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+  const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+  const MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
+  OwnedTensor out = OwnedTensor::device(queue_, dtype(), {nq, heads(), v_dim()});
+  OwnedTensor lse = OwnedTensor::device(queue_, DType::float32, {heads(), nq});
+  run_mla_prefill(*backend_, queue_, s.metadata, in, {out.view, lse.view}, budget);
+  const HostTensor expected_out = fetch(out.view), expected_lse = fetch(lse.view);
+
+  auto counter = std::make_shared<CountingAllocator>(queue_.allocator());
+  Queue counted = queue_.with_allocator(counter);
+  const std::size_t bytes = mla_prefill_workspace_size(params_, s.metadata, latent_dim, s.block_size, budget);
+  UsmBuffer workspace = UsmBuffer::device(queue_, bytes);
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
+    queue_.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
+    queue_.memset(workspace.get(), 0xff, workspace.bytes());
+    const int before = counter->allocations();
+    run_mla_prefill(*backend_, counted, s.metadata, in, {out.view, lse.view, workspace.get(), bytes}, budget);
+    counted.wait();
+    // Step 0 may size a GPU backend's metadata buffer; after that, nothing.
+    if (step > 0) {
+      EXPECT_EQ(counter->allocations(), before) << "allocations in the steady state";
+    }
+    const HostTensor got_out = fetch(out.view), got_lse = fetch(lse.view);
+    ASSERT_EQ(got_out.storage_bytes(), expected_out.storage_bytes());
+    EXPECT_EQ(std::memcmp(got_out.storage(), expected_out.storage(), got_out.storage_bytes()), 0) << "out differs";
+    EXPECT_EQ(std::memcmp(got_lse.storage(), expected_lse.storage(), got_lse.storage_bytes()), 0) << "lse differs";
+  }
+  try {
+    run_mla_prefill(*backend_, queue_, s.metadata, in, {out.view, lse.view, workspace.get(), bytes - 1}, budget);
+    ADD_FAILURE() << "a short workspace was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+    EXPECT_NE(std::string(error.what())
+                  .find("run_mla_prefill: the step needs " + std::to_string(bytes) +
+                        " bytes of workspace (mla_prefill_workspace_size)"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaStep,

@@ -4,8 +4,10 @@
 // the reference with docs/contract.md §6 tolerances.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -68,6 +70,23 @@ DeviceTensor upload(Queue& queue, const HostTensor& host);
 void download(Queue& queue, const DeviceTensor& device, HostTensor& host);
 // A host copy of any view on `queue` (the span its strides cover), same strides.
 HostTensor download(Queue& queue, const TensorView& view);
+
+// An allocator that counts the allocations it serves for another
+// (Queue::with_allocator): the witness that a path allocates nothing.
+class CountingAllocator final : public Allocator {
+ public:
+  explicit CountingAllocator(std::shared_ptr<Allocator> inner) : inner_(std::move(inner)) {}
+  void* allocate(std::size_t bytes, MemoryKind kind) override {
+    ++allocations_;
+    return inner_->allocate(bytes, kind);
+  }
+  void deallocate(void* ptr, MemoryKind kind) noexcept override { inner_->deallocate(ptr, kind); }
+  int allocations() const { return allocations_.load(); }
+
+ private:
+  std::shared_ptr<Allocator> inner_;
+  std::atomic<int> allocations_{0};
+};
 
 // docs/contract.md §6: relative norm error of the output and absolute LSE error.
 struct Tolerance {

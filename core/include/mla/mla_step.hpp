@@ -15,6 +15,7 @@
 // to itself: causal attention over c + s_q keys, aligned bottom-right.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -42,10 +43,24 @@ struct MlaStepInputs {
 struct MlaStepOutputs {
   TensorView out;  // [Nq, H, V] in the backend's dtype
   TensorView lse;  // [H, Nq] float32; empty view: not wanted
+  // The caller's workspace: mla_prefill_workspace_size() bytes or more,
+  // 64-byte aligned, in memory the queue reaches. Null (and 0 bytes): the
+  // call allocates it on the queue and frees it before it returns.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
+// Bytes of workspace run_mla_prefill needs for `metadata` with a cache of
+// `block_size` tokens per block, `kv_lora_rank` latent values per token and
+// `workspace_tokens` gathered at a time: float32 latents, keys and values for
+// the new tokens or the largest chunk, the chunks' cache slots, and three
+// partial results when there is context. An engine sizes one workspace for
+// its largest step; a smaller step fits in it.
+std::size_t mla_prefill_workspace_size(const BackendParams& params, const MlaStepMetadata& metadata, int kv_lora_rank,
+                                       int block_size, std::int64_t workspace_tokens);
+
 // Where one run_mla_prefill's time went, in milliseconds between events on
-// its queue: gathering rows (and uploading the chunks' cache slots),
+// its queue: gathering rows,
 // up-projecting them, attention (new tokens and context chunks), merges.
 struct MlaStepPhases {
   double gather_ms = 0;
@@ -64,10 +79,11 @@ struct MlaStepPhases {
 // The gather and up-projection run through the backend
 // (PrefillBackend::gather_latents and project_latents): on the host for
 // REFERENCE, KOKKOS and plugins, as kernels on the GPU for the flash
-// backends. Workspace (float32 latents and keys and values of the largest
-// chunk, three partial results) is allocated on `queue` for the call. With
-// `phases` the call records events between the phases and waits for the
-// queue at the end to fill it in; without, it returns without waiting.
+// backends. With `outputs.workspace` the call allocates nothing on the queue
+// (prepare() aside, which GPU backends do once per size). With `phases` the
+// call records events between the phases and waits for the queue at the end
+// to fill it in; without, it returns without waiting for the kernels, though
+// uploading the chunks' cache slots from the host may wait for the queue.
 void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadata& metadata,
                      const MlaStepInputs& inputs, const MlaStepOutputs& outputs, std::int64_t workspace_tokens,
                      MlaStepPhases* phases = nullptr);
