@@ -45,6 +45,15 @@ struct BenchProblem {
     const double mscale = 0.1 * std::log(40.0) + 1.0;
     return static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(dims.qk_head_dim())));
   }
+  // The backend's parameters for this shape.
+  BackendParams params() const {
+    BackendParams p;
+    p.num_heads = heads;
+    p.scale = scale();
+    p.dims = dims;
+    p.dtype = dtype;
+    return p;
+  }
   std::int64_t num_queries() const { return std::accumulate(new_lengths.begin(), new_lengths.end(), std::int64_t{0}); }
   std::int64_t num_context() const {
     return std::accumulate(context_lengths.begin(), context_lengths.end(), std::int64_t{0});

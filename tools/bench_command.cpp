@@ -122,11 +122,7 @@ int run_bench(const BenchOptions& options) {
   const BenchProblem problem = make_problem(options, BenchProblem().context_lengths);
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
-  BackendParams params;
-  params.num_heads = problem.heads;
-  params.scale = problem.scale();
-  params.dims = problem.dims;
-  params.dtype = problem.dtype;
+  const BackendParams params = problem.params();
   ChosenBackend chosen = choose_backend(selector, params, platform);
   PrefillBackend& backend = *chosen.backend;
   Queue& queue = chosen.queue;

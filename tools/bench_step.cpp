@@ -153,11 +153,7 @@ int run_step_bench(const BenchOptions& options) {
   const BenchProblem& shape = problem.shape;
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
-  BackendParams params;
-  params.num_heads = shape.heads;
-  params.scale = shape.scale();
-  params.dims = shape.dims;
-  params.dtype = shape.dtype;
+  BackendParams params = shape.params();
   params.kv_lora_rank = problem.latent;
   ChosenBackend chosen = choose_backend(selector, params, platform);
   PrefillBackend& backend = *chosen.backend;

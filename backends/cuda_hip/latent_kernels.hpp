@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "element.hpp"
 #include "gpu_device.hpp"
@@ -150,22 +151,43 @@ inline std::string kernel_name(const char* kernel, DType a, DType b) {
   return std::string(kernel) + "<" + std::string(dtype_name(a)) + ", " + std::string(dtype_name(b)) + ">";
 }
 
-// Calls launch(kernel, LatentLaunch, params) with the kernel for (Src, k's dtype).
-template <DType Src, class Launch>
-void gather_for_source(const GatherParams& params, DType k_dtype, LatentLaunch how, Launch& launch) {
-  how.name = kernel_name("gather_latents", Src, k_dtype);
-  switch (k_dtype) {
+// Calls f(std::integral_constant<DType, D>{}) for the D of `dtype`, so that
+// a run-time dtype picks a kernel instance.
+template <class F>
+void with_dtype(DType dtype, F&& f) {
+  switch (dtype) {
     case DType::float32:
-      return launch(&gather_latents_kernel<Src, DType::float32>, how, params);
+      return f(std::integral_constant<DType, DType::float32>{});
     case DType::float16:
-      return launch(&gather_latents_kernel<Src, DType::float16>, how, params);
+      return f(std::integral_constant<DType, DType::float16>{});
     case DType::bfloat16:
-      return launch(&gather_latents_kernel<Src, DType::bfloat16>, how, params);
+      return f(std::integral_constant<DType, DType::bfloat16>{});
     case DType::float8_e4m3:
-      break;
+      return f(std::integral_constant<DType, DType::float8_e4m3>{});
   }
-  raise(ErrorCategory::invalid_argument, "gather_latents: k must not be float8_e4m3");
 }
+
+// Calls launch(kernel, how, params) with kernel<In, Out> for the run-time
+// dtypes; outputs are never fp8 (check_latent_gather and
+// check_latent_projection refuse it first).
+template <template <DType, DType> class Kernel, class Params, class Launch>
+void launch_for(const char* name, DType in, DType out, LatentLaunch how, const Params& params, Launch& launch) {
+  how.name = kernel_name(name, in, out);
+  with_dtype(in, [&](auto in_type) {
+    with_dtype(out, [&](auto out_type) {
+      if constexpr (out_type() == DType::float8_e4m3) {
+        raise(ErrorCategory::invalid_argument, std::string(name) + ": outputs must not be float8_e4m3");
+      } else {
+        launch(Kernel<in_type(), out_type()>::function, how, params);
+      }
+    });
+  });
+}
+
+template <DType Src, DType K>
+struct GatherKernel {
+  static constexpr auto function = &gather_latents_kernel<Src, K>;
+};
 
 // Fills the parameters from a checked gather (check_latent_gather) and calls
 // launch once, or not at all when there are no rows.
@@ -216,33 +238,13 @@ void gather_latents_with(const LatentGather& gather, const TensorView& latents, 
   how.grid_x = static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, std::int64_t{1} << 20));
   how.context = std::to_string(params.tokens) + " rows of " + std::to_string(params.latent_dim) + " + " +
                 std::to_string(params.rope_dim) + " values, " + std::to_string(params.heads) + " heads";
-  switch (source) {
-    case DType::float32:
-      return gather_for_source<DType::float32>(params, k.dtype, how, launch);
-    case DType::float16:
-      return gather_for_source<DType::float16>(params, k.dtype, how, launch);
-    case DType::bfloat16:
-      return gather_for_source<DType::bfloat16>(params, k.dtype, how, launch);
-    case DType::float8_e4m3:
-      return gather_for_source<DType::float8_e4m3>(params, k.dtype, how, launch);
-  }
+  launch_for<GatherKernel>("gather_latents", source, k.dtype, how, params, launch);
 }
 
-template <DType W, class Launch>
-void project_for_weight(const ProjectParams& params, DType out, LatentLaunch how, Launch& launch) {
-  how.name = kernel_name("project_latents", W, out);
-  switch (out) {
-    case DType::float32:
-      return launch(&project_latents_kernel<W, DType::float32>, how, params);
-    case DType::float16:
-      return launch(&project_latents_kernel<W, DType::float16>, how, params);
-    case DType::bfloat16:
-      return launch(&project_latents_kernel<W, DType::bfloat16>, how, params);
-    case DType::float8_e4m3:
-      break;
-  }
-  raise(ErrorCategory::invalid_argument, "project_latents: k and v must not be float8_e4m3");
-}
+template <DType W, DType Out>
+struct ProjectKernel {
+  static constexpr auto function = &project_latents_kernel<W, Out>;
+};
 
 // Fills the parameters from a checked projection (check_latent_projection)
 // and calls launch once, or not at all when there are no rows.
@@ -281,16 +283,7 @@ void project_latents_with(const TensorView& latents, const TensorView& kv_b_proj
   how.grid_y = static_cast<unsigned>(column_blocks);
   how.context = std::to_string(params.tokens) + " tokens, " + std::to_string(params.columns) +
                 " output columns, latent " + std::to_string(params.latent_dim);
-  switch (kv_b_proj.dtype) {
-    case DType::float32:
-      return project_for_weight<DType::float32>(params, k.dtype, how, launch);
-    case DType::float16:
-      return project_for_weight<DType::float16>(params, k.dtype, how, launch);
-    case DType::bfloat16:
-      return project_for_weight<DType::bfloat16>(params, k.dtype, how, launch);
-    case DType::float8_e4m3:
-      return project_for_weight<DType::float8_e4m3>(params, k.dtype, how, launch);
-  }
+  launch_for<ProjectKernel>("project_latents", kv_b_proj.dtype, k.dtype, how, params, launch);
 }
 
 }  // namespace mla::MLA_GPU_NAMESPACE::latent_kernel
