@@ -244,8 +244,16 @@ def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=
     return (out, lse) if return_lse else out
 
 
+def mla_prefill_workspace_size(backend, cu_seqlens_q, context_lens, kv_lora_rank, block_size, workspace_tokens):
+    """Bytes of workspace run_mla_prefill needs for this step (see the C++
+    mla_prefill_workspace_size); a workspace sized for a larger step fits."""
+    return backend._native.mla_workspace_size(
+        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
+        int(kv_lora_rank), int(block_size), int(workspace_tokens))
+
+
 def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu_seqlens_q, kv_b_proj,
-                    workspace_tokens, cache_scale=None, out=None, lse=None, return_lse=True):
+                    workspace_tokens, cache_scale=None, out=None, lse=None, return_lse=True, workspace=None):
     """The whole MLA prefill step (see the C++ run_mla_prefill): gathers each
     sequence's cached latents from `cache` [num_blocks, block_size, L+R]
     through `block_table` [B, max_blocks] (its first context_lens[b] tokens),
@@ -253,8 +261,11 @@ def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu
     through `kv_b_proj` [H*(P+V), L], and attends `q` [Nq, H, P+R] to context
     and new tokens, at most `workspace_tokens` gathered tokens at a time. An
     fp8 cache is uint8 bytes with `cache_scale`. Returns out [Nq, H, V], or
-    (out, lse) with return_lse. GPU tensors run on the backend's GPU kernels
-    on PyTorch's current stream (never run on a GPU yet)."""
+    (out, lse) with return_lse. `workspace`, a byte tensor of at least
+    mla_prefill_workspace_size(...) bytes, 64-byte aligned, spares the
+    library its allocation; without it the step allocates its own. GPU
+    tensors run on the backend's GPU kernels on PyTorch's current stream
+    (never run on a GPU yet)."""
     if lse is not None and not return_lse:
         raise InvalidArgument("lse was given but return_lse is False")
     out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
@@ -270,7 +281,7 @@ def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu
         a(q), a(kv_c), a(k_pe), a(cache), 1.0 if cache_scale is None else float(cache_scale), a(kv_b_proj),
         _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
         [int(x) for x in table.reshape(-1).tolist()], int(table.shape[1]), a(out), None if lse is None else a(lse),
-        workspace_tokens, _tensors.stream_of(q, out))
+        None if workspace is None else a(workspace), workspace_tokens, _tensors.stream_of(q, out))
     return (out, lse) if return_lse else out
 
 

@@ -190,9 +190,17 @@ void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handl
   mla::run_prefill_step(self.backend(), queue, metadata, tq.view, tk.view, tv.view, k_views, v_views, buffers);
 }
 
+std::size_t mla_workspace_size(const BackendObject& self, const CuList& cu_q, const CuList& context_lens,
+                               int kv_lora_rank, int block_size, std::int64_t workspace_tokens) {
+  MlaStepMetadata metadata;
+  metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
+  metadata.context_lens = cu_seqlens_of(context_lens, "context_lens");
+  return mla_prefill_workspace_size(self.backend().params(), metadata, kv_lora_rank, block_size, workspace_tokens);
+}
+
 void run_mla_step(BackendObject& self, py::handle q, py::handle kv_c, py::handle k_pe, py::handle cache,
                   float cache_scale, py::handle kv_b_proj, const CuList& cu_q, const CuList& context_lens,
-                  const CuList& block_table, int max_blocks, py::handle out, py::handle lse,
+                  const CuList& block_table, int max_blocks, py::handle out, py::handle lse, py::handle workspace,
                   std::int64_t workspace_tokens, py::handle stream) {
   MlaStepMetadata metadata;
   metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
@@ -207,8 +215,14 @@ void run_mla_step(BackendObject& self, py::handle q, py::handle kv_c, py::handle
   const BorrowedTensor tw = borrow_tensor(kv_b_proj, "kv_b_proj", queue, stream);
   const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
   const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
+  const std::optional<BorrowedTensor> tws = borrow_optional(workspace, "workspace", queue, stream);
   const MlaStepInputs inputs{tq.view, tkv.view, tpe.view, tcache.view, cache_scale, tw.view};
-  const MlaStepOutputs outputs{tout.view, tlse ? tlse->view : TensorView{}};
+  MlaStepOutputs outputs{tout.view, tlse ? tlse->view : TensorView{}};
+  if (tws) {
+    if (!tws->view.is_contiguous()) raise(ErrorCategory::invalid_argument, "workspace must be contiguous");
+    outputs.workspace = tws->view.data;
+    outputs.workspace_bytes = static_cast<std::size_t>(tws->view.numel()) * dtype_size(tws->view.dtype);
+  }
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
   run_mla_prefill(self.backend(), queue, metadata, inputs, outputs, workspace_tokens);
@@ -260,8 +274,10 @@ void bind_backend(py::module_& m) {
            py::arg("lse"), py::arg("workspace"), py::arg("causal"), py::arg("stream") = none)
       .def("run_mla_prefill", &run_mla_step, py::arg("q"), py::arg("kv_c"), py::arg("k_pe"), py::arg("cache"),
            py::arg("cache_scale"), py::arg("kv_b_proj"), py::arg("cu_seqlens_q"), py::arg("context_lens"),
-           py::arg("block_table"), py::arg("max_blocks"), py::arg("out"), py::arg("lse"), py::arg("workspace_tokens"),
-           py::arg("stream") = none);
+           py::arg("block_table"), py::arg("max_blocks"), py::arg("out"), py::arg("lse"), py::arg("workspace"),
+           py::arg("workspace_tokens"), py::arg("stream") = none)
+      .def("mla_workspace_size", &mla_workspace_size, py::arg("cu_seqlens_q"), py::arg("context_lens"),
+           py::arg("kv_lora_rank"), py::arg("block_size"), py::arg("workspace_tokens"));
 }
 
 }  // namespace mla::python

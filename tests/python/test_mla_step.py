@@ -55,6 +55,20 @@ def test_the_whole_step_matches_the_oracle(rng, name, library):
                       arrays["w"].astype(np.float64), backend.scale)
     assert_close(out, lse, *expected, "float32")
 
+    # The caller's workspace gives the same bits; one byte short is a ValueError.
+    size = mlaprefill.mla_prefill_workspace_size(backend, cu_q, context, L, block, block)
+    workspace = torch.empty(size + 64, dtype=torch.uint8) if library == "torch" else np.empty(size + 64, np.uint8)
+    start = (-(workspace.data_ptr() if library == "torch" else workspace.ctypes.data)) % 64
+    again = mlaprefill.run_mla_prefill(backend, inputs["q"], inputs["kv_c"], inputs["k_pe"], inputs["cache"], table,
+                                       context, cu_q, inputs["w"], workspace_tokens=block,
+                                       workspace=workspace[start : start + size])
+    assert np.array_equal(np.asarray(again[0]), np.asarray(out)) and np.array_equal(np.asarray(again[1]),
+                                                                                    np.asarray(lse))
+    with pytest.raises(ValueError, match="bytes of workspace"):
+        mlaprefill.run_mla_prefill(backend, inputs["q"], inputs["kv_c"], inputs["k_pe"], inputs["cache"], table,
+                                   context, cu_q, inputs["w"], workspace_tokens=block,
+                                   workspace=workspace[start : start + size - 1])
+
 
 def test_a_block_outside_the_cache_is_a_value_error():
     backend = make_backend("REFERENCE", heads=H)
