@@ -9,6 +9,7 @@
 #include "cuda_hip/merge_attn_states.hpp"
 #include "flash_config.hpp"
 #include "flash_launch.hpp"
+#include "projection.hpp"
 
 namespace mla::cuda_flash {
 namespace {
@@ -27,7 +28,7 @@ constexpr gpu::FlashVendor cuda_vendor{
     launch_flash_attention,
     cuda::merge_attn_states,
     cuda::gather_latents,
-    cuda::project_latents,
+    cuda_flash::project_latents,
 };
 
 }  // namespace

@@ -90,10 +90,25 @@ struct ProjectParams {
 inline constexpr int project_tile = 4;      // tokens and columns per thread
 inline constexpr int project_threads = 16;  // threads per block along each of x (columns) and y (tokens)
 
+// Writes output column `column` of token `token`: head column / (P+V), a key
+// column when the rest is below P, else a value column.
+template <DType Out>
+MLA_DEVICE inline void store_projected(const ProjectParams& p, std::int64_t token, std::int64_t column, float value) {
+  using OutStorage = typename Element<Out>::Storage;
+  const std::int64_t head = column / p.per_head;
+  const std::int64_t within = column % p.per_head;
+  const OutStorage stored = Element<Out>::store(value);
+  if (within < p.p) {
+    static_cast<OutStorage*>(p.k)[token * p.k_stride[0] + head * p.k_stride[1] + within * p.k_stride[2]] = stored;
+  } else {
+    static_cast<OutStorage*>(p.v)[token * p.v_stride[0] + head * p.v_stride[1] + (within - p.p) * p.v_stride[2]] =
+        stored;
+  }
+}
+
 template <DType W, DType Out>
 __global__ void project_latents_kernel(const ProjectParams p) {
   using WStorage = typename Element<W>::Storage;
-  using OutStorage = typename Element<Out>::Storage;
   const std::int64_t t0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * project_tile;
   const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * project_tile;
   if (t0 >= p.tokens || c0 >= p.columns) return;
@@ -125,16 +140,7 @@ __global__ void project_latents_kernel(const ProjectParams p) {
 #pragma unroll
     for (int j = 0; j < project_tile; ++j) {
       if (i >= rows || j >= cols) continue;
-      const std::int64_t c = c0 + j;
-      const std::int64_t head = c / p.per_head;
-      const std::int64_t within = c % p.per_head;
-      const OutStorage value = Element<Out>::store(acc[i][j]);
-      if (within < p.p) {
-        static_cast<OutStorage*>(p.k)[(t0 + i) * p.k_stride[0] + head * p.k_stride[1] + within * p.k_stride[2]] = value;
-      } else {
-        static_cast<OutStorage*>(
-            p.v)[(t0 + i) * p.v_stride[0] + head * p.v_stride[1] + (within - p.p) * p.v_stride[2]] = value;
-      }
+      store_projected<Out>(p, t0 + i, c0 + j, acc[i][j]);
     }
   }
 }
@@ -246,11 +252,9 @@ struct ProjectKernel {
   static constexpr auto function = &project_latents_kernel<W, Out>;
 };
 
-// Fills the parameters from a checked projection (check_latent_projection)
-// and calls launch once, or not at all when there are no rows.
-template <class Launch>
-void project_latents_with(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
-                          const TensorView& v, Launch&& launch) {
+// The parameters of a checked projection (check_latent_projection).
+inline ProjectParams project_params(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                                    const TensorView& v) {
   ProjectParams params;
   params.latents = static_cast<const float*>(latents.data);
   params.latents_stride[0] = latents.stride[0];
@@ -269,20 +273,36 @@ void project_latents_with(const TensorView& latents, const TensorView& kv_b_proj
   params.columns = kv_b_proj.size(0);
   params.per_head = params.columns / k.size(1);
   params.p = params.per_head - v.size(2);
-  if (params.tokens == 0 || params.columns == 0) return;
-  constexpr std::int64_t span = std::int64_t{project_threads} * project_tile;
-  const std::int64_t token_blocks = (params.tokens + span - 1) / span;
-  const std::int64_t column_blocks = (params.columns + span - 1) / span;
+  return params;
+}
+
+// A grid of blocks covering `token_span` tokens by `column_span` output
+// columns each; Error(not_supported) beyond the grid's limits.
+inline LatentLaunch project_grid(const ProjectParams& params, std::int64_t token_span, std::int64_t column_span) {
+  const std::int64_t token_blocks = (params.tokens + token_span - 1) / token_span;
+  const std::int64_t column_blocks = (params.columns + column_span - 1) / column_span;
   if (token_blocks > 0x7fffffff || column_blocks > 65535) {
     raise(ErrorCategory::not_supported, "project_latents: " + std::to_string(params.tokens) + " tokens x " +
                                             std::to_string(params.columns) + " columns exceed one grid");
   }
   LatentLaunch how;
-  how.block_x = how.block_y = project_threads;
   how.grid_x = static_cast<unsigned>(token_blocks);
   how.grid_y = static_cast<unsigned>(column_blocks);
   how.context = std::to_string(params.tokens) + " tokens, " + std::to_string(params.columns) +
                 " output columns, latent " + std::to_string(params.latent_dim);
+  return how;
+}
+
+// Launches the SIMT projection for a checked projection, or nothing when
+// there are no rows.
+template <class Launch>
+void project_latents_with(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                          const TensorView& v, Launch&& launch) {
+  const ProjectParams params = project_params(latents, kv_b_proj, k, v);
+  if (params.tokens == 0 || params.columns == 0) return;
+  constexpr std::int64_t span = std::int64_t{project_threads} * project_tile;
+  LatentLaunch how = project_grid(params, span, span);
+  how.block_x = how.block_y = project_threads;
   launch_for<ProjectKernel>("project_latents", kv_b_proj.dtype, k.dtype, how, params, launch);
 }
 

@@ -12,6 +12,7 @@
 #include "simt/cuda_flash_emulated.hpp"
 #include "simt/latents_emulated.hpp"
 #include "simt/merge_emulated.hpp"
+#include "simt/projection_emulated.hpp"
 
 namespace mla::simt {
 namespace {
@@ -52,9 +53,15 @@ void project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, con
   project_latents_emulated(latents, kv_b_proj, k, v);
 }
 
+// CUDA_FLASH's own: tensor cores for bf16 and fp16.
+void cuda_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                  const TensorView& v) {
+  project_latents_mma_emulated(latents, kv_b_proj, k, v);
+}
+
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH (emulated)", DeviceBackend::host, nullptr, cuda_tile, cuda_launch, merge, gather, project,
+    "CUDA_FLASH (emulated)", DeviceBackend::host, nullptr, cuda_tile, cuda_launch, merge, gather, cuda_project,
 };
 constexpr gpu::FlashVendor hip_gfx90a_vendor{
     "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx90a, merge, gather, project,
