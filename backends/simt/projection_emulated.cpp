@@ -3,7 +3,7 @@
 #include "simt/projection_emulated.hpp"
 
 #include "cuda/projection_kernel.cuh"
-#include "simt/emulator.hpp"
+#include "simt/latent_launch.hpp"
 #include "simt/latents_emulated.hpp"
 
 namespace mla::simt {
@@ -11,18 +11,7 @@ namespace mla::simt {
 void project_latents_mma_emulated(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                                   const TensorView& v) {
   if (k.dtype == DType::float32) return project_latents_emulated(latents, kv_b_proj, k, v);
-  cuda_flash::projection::project_mma_with(latents, kv_b_proj, k, v,
-                                           [](auto kernel, const emulated::latent_kernel::LatentLaunch& how,
-                                              const cuda_flash::projection::ProjectParams& params) {
-                                             LaunchConfig config;
-                                             config.kernel = how.name;
-                                             config.grid.x = how.grid_x;
-                                             config.grid.y = how.grid_y;
-                                             config.block.x = how.block_x;
-                                             config.block.y = how.block_y;
-                                             config.warp_size = cuda_flash::warp_threads;
-                                             launch(config, [&] { kernel(params); });
-                                           });
+  cuda_flash::projection::project_mma_with(latents, kv_b_proj, k, v, EmulatedLatentLaunch{cuda_flash::warp_threads});
 }
 
 }  // namespace mla::simt
