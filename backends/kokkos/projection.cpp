@@ -31,7 +31,8 @@ void project_with(const TensorView& latents, const TensorView& w, const TensorVi
   constexpr int kRows = kTile.block_rows;
   constexpr int kCols = kTile.block_cols;
   const std::int64_t tokens = latents.size(0), depth = latents.size(1);
-  const std::int64_t columns = w.size(0), per_head = columns / k.size(1), p = per_head - v.size(2);
+  const std::int64_t columns = w.size(0);
+  const ProjectedColumns out(w, k, v);
   // The latents as contiguous rows, in whole register blocks of tokens.
   const std::int64_t padded_tokens = round_up(tokens, kRows);
   std::vector<float> a(static_cast<std::size_t>(padded_tokens * depth), 0.0f);
@@ -61,15 +62,7 @@ void project_with(const TensorView& latents, const TensorView& w, const TensorVi
               static_cast<int>(depth), static_cast<float*>(block), kCols, static_cast<const float*>(nullptr));
           const std::int64_t rows = std::min<std::int64_t>(kRows, tokens - t0);
           for (std::int64_t r = 0; r < rows; ++r) {
-            for (std::int64_t c = 0; c < cn; ++c) {
-              const std::int64_t h = (c0 + c) / per_head, j = (c0 + c) % per_head;
-              const float value = block[r * kCols + c];
-              if (j < p) {
-                store_from_float(k.data, k.dtype, k.offset(t0 + r, h, j), value);
-              } else {
-                store_from_float(v.data, v.dtype, v.offset(t0 + r, h, j - p), value);
-              }
-            }
+            for (std::int64_t c = 0; c < cn; ++c) out.store(t0 + r, c0 + c, block[r * kCols + c]);
           }
         }
       });

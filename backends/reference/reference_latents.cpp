@@ -30,7 +30,8 @@ void ReferenceBackend::project_latents(Queue& queue, const TensorView& latents, 
   require_queue_kind(name(), "project_latents", {DeviceBackend::host}, queue);
   check_latent_projection(queue, latents, kv_b_proj, k, v);
   const std::int64_t tokens = latents.size(0), width = latents.size(1);
-  const std::int64_t columns = kv_b_proj.size(0), per_head = columns / k.size(1), p = per_head - v.size(2);
+  const std::int64_t columns = kv_b_proj.size(0);
+  const ProjectedColumns out(kv_b_proj, k, v);
   const std::vector<double> x = widen(latents), w = widen(kv_b_proj);
   // Eight columns at a time: eight independent sums, each still in order of l.
   constexpr std::int64_t tile = 8;
@@ -42,14 +43,7 @@ void ReferenceBackend::project_latents(Queue& queue, const TensorView& latents, 
       for (std::int64_t l = 0; l < width; ++l) {
         for (std::int64_t c = 0; c < cn; ++c) sum[c] += row[l] * w[static_cast<std::size_t>((c0 + c) * width + l)];
       }
-      for (std::int64_t c = 0; c < cn; ++c) {
-        const std::int64_t h = (c0 + c) / per_head, j = (c0 + c) % per_head;
-        if (j < p) {
-          store_from_float(k.data, k.dtype, k.offset(t, h, j), static_cast<float>(sum[c]));
-        } else {
-          store_from_float(v.data, v.dtype, v.offset(t, h, j - p), static_cast<float>(sum[c]));
-        }
-      }
+      for (std::int64_t c = 0; c < cn; ++c) out.store(t, c0 + c, static_cast<float>(sum[c]));
     }
   }
 }

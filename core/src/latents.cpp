@@ -150,8 +150,8 @@ void PrefillBackend::project_latents(Queue& queue, const TensorView& latents, co
   constexpr std::int64_t token_tile = 8;
   constexpr std::int64_t column_tile = 256;
   const std::int64_t tokens = latents.size(0), width = latents.size(1);
-  const std::int64_t columns = kv_b_proj.size(0), heads = k.size(1);
-  const std::int64_t per_head = columns / heads, p = per_head - v.size(2);
+  const std::int64_t columns = kv_b_proj.size(0);
+  const ProjectedColumns out(kv_b_proj, k, v);
   const auto* x = static_cast<const float*>(latents.data);
   std::vector<float> wt(static_cast<std::size_t>(width * column_tile));
   std::vector<float> acc(static_cast<std::size_t>(token_tile * column_tile));
@@ -174,13 +174,7 @@ void PrefillBackend::project_latents(Queue& queue, const TensorView& latents, co
       }
       for (std::int64_t t = 0; t < tn; ++t) {
         for (std::int64_t c = 0; c < cn; ++c) {
-          const std::int64_t h = (c0 + c) / per_head, j = (c0 + c) % per_head;
-          const float value = acc[static_cast<std::size_t>(t * column_tile + c)];
-          if (j < p) {
-            store_from_float(k.data, k.dtype, k.offset(t0 + t, h, j), value);
-          } else {
-            store_from_float(v.data, v.dtype, v.offset(t0 + t, h, j - p), value);
-          }
+          out.store(t0 + t, c0 + c, acc[static_cast<std::size_t>(t * column_tile + c)]);
         }
       }
     }

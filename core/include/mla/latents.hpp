@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "mla/dtype.hpp"
 #include "mla/queue.hpp"
 
 namespace mla {
@@ -42,5 +43,29 @@ void check_latent_gather(const Queue& queue, const LatentGather& gather, const T
 // taken as kv_b_proj's rows per head minus V and R as the rest of k's width.
 void check_latent_projection(const Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
                              const TensorView& k, const TensorView& v);
+
+// Where a host projection writes (the default project_latents, REFERENCE's,
+// KOKKOS's): column c of kv_b_proj belongs to head c / (P+V); of a head's
+// columns the first P are keys, k[t, h, j], the V after them values,
+// v[t, h, j - P]. For arguments that passed check_latent_projection, in
+// memory the calling thread can write.
+struct ProjectedColumns {
+  TensorView k, v;
+  std::int64_t per_head = 0;  // P + V
+  std::int64_t p = 0;
+
+  ProjectedColumns(const TensorView& kv_b_proj, const TensorView& keys, const TensorView& values)
+      : k(keys), v(values), per_head(kv_b_proj.size(0) / keys.size(1)), p(per_head - values.size(2)) {}
+
+  // Output `column` of `token`, rounded to k's dtype.
+  void store(std::int64_t token, std::int64_t column, float value) const {
+    const std::int64_t head = column / per_head, j = column % per_head;
+    if (j < p) {
+      store_from_float(k.data, k.dtype, k.offset(token, head, j), value);
+    } else {
+      store_from_float(v.data, v.dtype, v.offset(token, head, j - p), value);
+    }
+  }
+};
 
 }  // namespace mla
