@@ -12,6 +12,7 @@
 #include "mla/platform.hpp"
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"
+#include "simt/emulator_required.hpp"
 #endif
 
 #ifndef MLA_CONFORMANCE_BACKEND
@@ -120,6 +121,9 @@ void Conformance::SetUp() {
   }
   if (!missing.empty()) {
     if (device != DeviceBackend::host && gpu_required()) FAIL() << name << ": " << missing << " (MLA_REQUIRE_GPU=1)";
+#if defined(MLA_CONFORMANCE_EMULATED)
+    if (emulator_required()) FAIL() << name << ": " << missing << " (MLA_REQUIRE_EMULATOR=1)";
+#endif
     GTEST_SKIP() << name << ": " << missing;
   }
 
@@ -188,6 +192,18 @@ Operands Conformance::random_operands(std::int64_t nq, std::int64_t nk, bool str
   return results_match(out.view(), lse.view(), reference.out, reference.lse, tolerance);
 }
 
+::testing::AssertionResult Conformance::reference_attention_exact(const AttentionResult& ref, const HostTensor& q,
+                                                                  const HostTensor& k, const HostTensor& v,
+                                                                  const std::vector<int>& q_lens,
+                                                                  const std::vector<int>& k_lens, bool causal,
+                                                                  std::optional<float> out_scale) {
+  if (!reference_under_test()) return ::testing::AssertionSuccess();
+  std::optional<double> scale_of_out;
+  if (out_scale) scale_of_out = *out_scale;
+  return agrees_with_oracle(ref.out, ref.lse,
+                            oracle_attention(q, k, v, q_lens, k_lens, causal, params_.scale, scale_of_out));
+}
+
 ::testing::AssertionResult Conformance::chunked_prefill_matches(const std::vector<int>& q_lens,
                                                                 const std::vector<std::vector<int>>& chunk_lens) {
   PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
@@ -217,6 +233,9 @@ Operands Conformance::random_operands(std::int64_t nq, std::int64_t nk, bool str
   const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
   reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, full_lens));
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), true);
+  const ::testing::AssertionResult exact =
+      reference_attention_exact(ref, ops.q, full_k, full_v, q_lens, full_lens, true);
+  if (!exact) return exact;
   return matches(result, ref);
 }
 

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "conformance/oracle.hpp"
 #include "conformance/test_tensors.hpp"
 
 namespace mla::testing {
@@ -56,6 +58,18 @@ class Conformance : public ::testing::TestWithParam<ConformanceShape> {
   // `strided` lays q out with a padded head stride and v as the tail of a
   // fused [nk, H, P + V] buffer, as vLLM's kv_b_proj split leaves it.
   Operands random_operands(std::int64_t nq, std::int64_t nk, bool strided = false);
+
+  // True in the suite whose backend under test is REFERENCE itself: comparing
+  // it with REFERENCE proves nothing there, so the tests also hold
+  // REFERENCE's results to the oracle (oracle.hpp).
+  bool reference_under_test() const { return description_.name == "REFERENCE"; }
+
+  // With REFERENCE under test: REFERENCE's attention result `ref` for these
+  // host inputs against oracle_attention; success without work otherwise.
+  ::testing::AssertionResult reference_attention_exact(const AttentionResult& ref, const HostTensor& q,
+                                                       const HostTensor& k, const HostTensor& v,
+                                                       const std::vector<int>& q_lens, const std::vector<int>& k_lens,
+                                                       bool causal, std::optional<float> out_scale = std::nullopt);
 
   // Copies a result of the backend under test to the host.
   HostTensor fetch(const TensorView& view) { return download(queue_, view); }

@@ -30,6 +30,7 @@ TEST_P(Conformance, NewTokensWithLse) {
   const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
   reference_->prepare(host_, meta);
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   ASSERT_FALSE(result.lse.empty_view()) << "return_lse=true gave no LSE";
   EXPECT_TRUE(matches(result, ref));
 }
@@ -41,6 +42,7 @@ TEST_P(Conformance, NewTokensWithoutLse) {
   const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, false);
   reference_->prepare(host_, meta);
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   EXPECT_TRUE(result.lse.empty_view()) << "return_lse=false still gave " << result.lse.describe();
   EXPECT_TRUE(matches(result, ref));
 }
@@ -52,6 +54,7 @@ TEST_P(Conformance, NewTokensStridedInputs) {
   const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
   reference_->prepare(host_, meta);
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   EXPECT_TRUE(matches(result, ref));
 }
 
@@ -72,6 +75,7 @@ TEST_P(Conformance, NewTokensIntoPaddedOut) {
   download(queue_, dout, out);
   reference_->prepare(host_, meta);
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   const HostTensor lse = fetch(result.lse);
   EXPECT_TRUE(results_match(out.view(), lse.view(), ref.out, ref.lse, tolerance()));
   EXPECT_TRUE(out.padding_untouched());
@@ -86,6 +90,7 @@ TEST_P(Conformance, NewTokensBottomRightCausal) {
   const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
   reference_->prepare(host_, meta);
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, {3, 1, 5, 0, 2, 9}, {7, 1, 2, 4, 2, 30}, true));
   EXPECT_TRUE(matches(result, ref));
 }
 
@@ -106,6 +111,7 @@ TEST_P(Conformance, NewTokensFp8Output) {
     EXPECT_EQ(result.out.dtype, DType::float8_e4m3);
     const AttentionResult ref =
         reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true, std::nullopt, scale);
+    EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true, scale));
     EXPECT_TRUE(matches(result, ref, fp8));
 
     // The same scale held in queue memory, read by the kernel: the same bytes.
@@ -135,6 +141,7 @@ TEST_P(Conformance, ContextChunksWithEmptyRows) {
         backend_->run_context_chunk(queue_, index, ops.dq.view, chunk.dk.view, chunk.dv.view);
     const AttentionResult ref =
         reference_->run_context_chunk(host_, index, ops.q.view(), chunk.k.view(), chunk.v.view());
+    EXPECT_TRUE(reference_attention_exact(ref, ops.q, chunk.k, chunk.v, sweep_q_lens, sweep_chunks[c], false));
     ASSERT_FALSE(result.lse.empty_view()) << "a context chunk must return its LSE";
     EXPECT_TRUE(matches(result, ref));
   }
@@ -240,6 +247,13 @@ class MergeConformance : public Conformance {
                        cutoff,
                        out_scale ? std::optional<OutputScale>(*out_scale) : std::nullopt};
     reference_->merge_attn_states(host_, ref_args);
+    if (reference_under_test()) {
+      std::optional<double> scale_of_out;
+      if (out_scale) scale_of_out = *out_scale;
+      EXPECT_TRUE(agrees_with_oracle(
+          ref_out.view(), ref_lse.view(),
+          oracle_merge(in.prefix_out, in.prefix_lse, in.suffix_out, in.suffix_lse, cutoff, scale_of_out)));
+    }
 
     // LSEs are fp32 in and out whatever the dtype: only fp32 rounding separates them.
     const Tolerance tol{out_scale ? fp8_out_relative : tolerance().out_relative, 1e-4};
@@ -316,6 +330,7 @@ TEST_P(LongConformance, NewTokens) {
   const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
   reference_->prepare(host_, meta);
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, lens, lens, true));
   EXPECT_TRUE(matches(result, ref));
 }
 

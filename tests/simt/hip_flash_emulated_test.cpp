@@ -26,6 +26,7 @@
 #include "mla/dtype.hpp"
 #include "mla/error.hpp"
 #include "simt/emulator.hpp"
+#include "simt/emulator_required.hpp"
 #include "simt/half.hpp"
 #include "simt/hip_flash_emulated.hpp"
 
@@ -50,9 +51,13 @@ std::string case_name(const testing::TestParamInfo<Case>& info) { return describ
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe_case(c); }
 
-// The kernels exist only where a clang 15 or newer compiled them.
-#define SKIP_UNLESS_BUILT() \
-  if (!hip_flash_emulated_built()) GTEST_SKIP() << "emulated HIP_FLASH was not built"
+// The kernels exist only where a clang 15 or newer compiled them; without
+// them the tests skip, or fail under MLA_REQUIRE_EMULATOR=1.
+#define SKIP_UNLESS_BUILT()                                                                              \
+  if (!hip_flash_emulated_built()) {                                                                     \
+    if (mla::emulator_required()) FAIL() << "emulated HIP_FLASH was not built (MLA_REQUIRE_EMULATOR=1)"; \
+    GTEST_SKIP() << "emulated HIP_FLASH was not built";                                                  \
+  }
 
 std::uint16_t to_bits(DType dtype, float value) {
   return dtype == DType::bfloat16 ? gpu::float_to_bf16(value) : float_to_half(value);
