@@ -8,9 +8,10 @@
 
 namespace mla::detail {
 
-BackendEntry reference_backend_entry();   // backends/reference
-BackendEntry kokkos_backend_entry();      // backends/kokkos
-BackendEntry cuda_flash_backend_entry();  // backends/cuda
-BackendEntry hip_flash_backend_entry();   // backends/hip
+// reference_backend_entry() in backends/reference, kokkos_backend_entry()
+// in backends/kokkos, ... (mla/backend_members.def).
+#define MLA_BACKEND_MEMBER(member, entry) BackendEntry entry();
+#include "mla/backend_members.def"
+#undef MLA_BACKEND_MEMBER
 
 }  // namespace mla::detail

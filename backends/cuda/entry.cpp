@@ -18,7 +18,7 @@ namespace mla::detail {
 BackendEntry cuda_flash_backend_entry() {
   BackendDescription description;
   description.name = "CUDA_FLASH";
-  description.dtypes = {DType::float16, DType::bfloat16};
+  description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.supports_capability = cuda_flash::supports_device;
   description.fp8_output = true;

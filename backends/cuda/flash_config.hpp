@@ -7,8 +7,8 @@
 
 #include <cstddef>
 
-#include "cuda_hip/host_device.hpp"
 #include "cuda_hip/tile_table.hpp"
+#include "mla/detail/host_device.hpp"
 
 namespace mla::cuda_flash {
 

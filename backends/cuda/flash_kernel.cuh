@@ -18,11 +18,11 @@
 #include <cstdint>
 
 #include "cuda_hip/flash_params.hpp"
-#include "cuda_hip/numeric.hpp"
 #include "cuda_hip/softmax.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "flash_config.hpp"
 #include "fragment_layout.hpp"
+#include "mla/detail/numeric.hpp"
 #include "sm80_primitives.cuh"
 
 namespace mla::cuda_flash {
@@ -183,8 +183,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
   float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only until the epilogue
   const int my_row = row0 + warp_row + layout::acc_row(lane, 0);
-  const int key_end[2] = {gpu::row_key_end(my_row, seqlen_q, seqlen_k, Causal),
-                          gpu::row_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
+  const int key_end[2] = {numeric::causal_key_end(my_row, seqlen_q, seqlen_k, Causal),
+                          numeric::causal_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
   const sm80::Pack2<T> pack{};
 
   for (int kt = 0; kt < key_tiles; ++kt) {
@@ -324,8 +324,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       const float lo = o[n][2 * r] * factor;
       const float hi = o[n][2 * r + 1] * factor;
       if (p.out_fp8) {
-        const auto bits = static_cast<std::uint16_t>(gpu::float_to_fp8_e4m3(lo / out_scale) |
-                                                     (gpu::float_to_fp8_e4m3(hi / out_scale) << 8));
+        const auto bits = static_cast<std::uint16_t>(numeric::float_to_fp8_e4m3(lo / out_scale) |
+                                                     (numeric::float_to_fp8_e4m3(hi / out_scale) << 8));
         *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
       } else {
         *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "cuda_hip/host_device.hpp"
+#include "mla/detail/host_device.hpp"
 
 namespace mla::cuda_flash::layout {
 

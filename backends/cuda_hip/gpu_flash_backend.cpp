@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/softmax.hpp"
 #include "mla/error.hpp"
 
@@ -13,7 +14,7 @@ KernelTile tile_for(const BackendParams& params, const FlashVendor& vendor) {
   const std::string name = vendor.backend_name;
   const int qk = params.dims.qk_head_dim();
   const int v = params.dims.v_head_dim;
-  if (params.dtype != DType::bfloat16 && params.dtype != DType::float16) {
+  if (!is_flash_dtype(params.dtype)) {
     raise(ErrorCategory::not_supported,
           name + " supports float16 and bfloat16; got " + std::string(dtype_name(params.dtype)));
   }
@@ -177,7 +178,7 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   p.tiles_per_seq = phase.tiles_per_seq;
   p.num_heads = params().num_heads;
   p.causal = phase.causal;
-  p.scale_log2 = params().scale * gpu::log2e;
+  p.scale_log2 = params().scale * numeric::log2e;
   p.out_fp8 = out_scale.has_value();
   p.out_scale = out_scale ? out_scale->value : 1.0f;
   p.out_scale_ptr = out_scale ? out_scale->device : nullptr;

@@ -17,8 +17,8 @@
 #include "gpu_device.hpp"
 #include "gpu_namespace.hpp"
 #include "mla/backend.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
-#include "numeric.hpp"
 #include "softmax.hpp"
 
 namespace mla::MLA_GPU_NAMESPACE::merge_kernel {

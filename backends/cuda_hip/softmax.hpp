@@ -5,12 +5,11 @@
 
 #include <cmath>
 
-#include "host_device.hpp"
-#include "numeric.hpp"
+#include "mla/detail/host_device.hpp"
+#include "mla/detail/numeric.hpp"
 
 namespace mla::gpu {
 
-inline constexpr float log2e = 1.4426950408889634f;
 inline constexpr float ln2 = 0.6931471805599453f;
 
 // What a row subtracts before exp2: its running max, or 0 while no key has
@@ -33,7 +32,9 @@ MLA_HOST_DEVICE inline float natural_lse(float max_log2, float sum) {
 // 1/sum, or 0 for a row without keys so its output is 0.
 MLA_HOST_DEVICE inline float output_factor(float sum) { return sum > 0.0f ? 1.0f / sum : 0.0f; }
 
-MLA_HOST_DEVICE inline bool is_infinite(float value) { return (gpu::float_bits(value) & 0x7fffffffu) == 0x7f800000u; }
+MLA_HOST_DEVICE inline bool is_infinite(float value) {
+  return (numeric::float_bits(value) & 0x7fffffffu) == 0x7f800000u;
+}
 
 // Weights of one merge (docs/contract.md §3), natural logs.
 struct MergeWeights {

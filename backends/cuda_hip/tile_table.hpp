@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "host_device.hpp"
+#include "mla/detail/host_device.hpp"
 
 namespace mla::gpu {
 

@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "host_device.hpp"
+#include "mla/detail/host_device.hpp"
+#include "mla/detail/numeric.hpp"
 
 namespace mla::gpu {
 
@@ -26,21 +27,14 @@ struct TileShape {
   int cols = 0;  // keys per iteration
 };
 
-// Exclusive end of the keys query row `row` (0-based within its sequence) sees.
-MLA_HOST_DEVICE inline int row_key_end(int row, int seqlen_q, int seqlen_k, bool causal) {
-  if (!causal) return seqlen_k;
-  const int end = row + 1 + seqlen_k - seqlen_q;
-  return end < 0 ? 0 : (end > seqlen_k ? seqlen_k : end);
-}
-
 // Keys any row of the tile [row_begin, row_begin + rows) sees: the loop's end.
 MLA_HOST_DEVICE inline int tile_key_end(int row_begin, int rows, int seqlen_q, int seqlen_k, bool causal) {
-  return row_key_end(row_begin + rows - 1, seqlen_q, seqlen_k, causal);
+  return numeric::causal_key_end(row_begin + rows - 1, seqlen_q, seqlen_k, causal);
 }
 
 // Keys every row of the tile sees: key tiles below this need no mask.
 MLA_HOST_DEVICE inline int tile_unmasked_key_end(int row_begin, int seqlen_q, int seqlen_k, bool causal) {
-  return row_key_end(row_begin, seqlen_q, seqlen_k, causal);
+  return numeric::causal_key_end(row_begin, seqlen_q, seqlen_k, causal);
 }
 
 MLA_HOST_DEVICE inline int ceil_div(int a, int b) { return (a + b - 1) / b; }

@@ -54,7 +54,7 @@ Availability device_code_for(const DeviceCapability& capability) {
 BackendEntry hip_flash_backend_entry() {
   BackendDescription description;
   description.name = "HIP_FLASH";
-  description.dtypes = {DType::float16, DType::bfloat16};
+  description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.supports_capability = hip_flash::supports_device;
   description.fp8_output = true;

@@ -7,9 +7,9 @@
 
 #include <cstddef>
 
-#include "cuda_hip/host_device.hpp"
 #include "cuda_hip/tile_table.hpp"
 #include "mfma_layout.hpp"
+#include "mla/detail/host_device.hpp"
 
 namespace mla::hip_flash {
 

@@ -2,6 +2,7 @@
 // of cuda_hip/flash_shapes.def.
 #include <string>
 
+#include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 #include "flash_config.hpp"
 #include "flash_instances.hpp"
@@ -25,8 +26,7 @@ void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v,
 }  // namespace
 
 bool has_flash_kernel(DType dtype, int head_dim_qk, int head_dim_v) {
-  return (dtype == DType::bfloat16 || dtype == DType::float16) &&
-         find_flash_tile_config(head_dim_qk, head_dim_v) != nullptr;
+  return gpu::is_flash_dtype(dtype) && find_flash_tile_config(head_dim_qk, head_dim_v) != nullptr;
 }
 
 void launch_flash_attention(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {

@@ -25,11 +25,11 @@
 #include <cstdint>
 
 #include "cuda_hip/flash_params.hpp"
-#include "cuda_hip/numeric.hpp"
 #include "cuda_hip/softmax.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "flash_config.hpp"
 #include "mfma.hpp"
+#include "mla/detail/numeric.hpp"
 
 namespace mla::hip_flash {
 
@@ -50,7 +50,7 @@ struct alignas(16) Chunk {
 template <DType D>
 __device__ inline short to_bits(float value) {
   if constexpr (D == DType::bfloat16) {
-    return static_cast<short>(gpu::float_to_bf16(value));
+    return static_cast<short>(numeric::float_to_bf16(value));
   } else {
     return __builtin_bit_cast(short, static_cast<_Float16>(value));
   }
@@ -117,7 +117,7 @@ __device__ inline void store_out(const FlashParams& p, std::int64_t offset, cons
     std::uint32_t word = 0;
 #pragma unroll
     for (int e = 0; e < mfma::operand_values; ++e) {
-      word |= static_cast<std::uint32_t>(gpu::float_to_fp8_e4m3(v[e] / out_scale)) << (8 * e);
+      word |= static_cast<std::uint32_t>(numeric::float_to_fp8_e4m3(v[e] / out_scale)) << (8 * e);
     }
     *reinterpret_cast<std::uint32_t*>(static_cast<std::uint8_t*>(p.out) + offset) = word;
   } else {
@@ -160,11 +160,11 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   const bool wave_active = wave_row < seqlen_q;
   const int row = wave_row + mfma::operand_row(lane);  // this lane's query row in the sequence
   const bool row_valid = row < seqlen_q;
-  const int row_keys = gpu::row_key_end(row, seqlen_q, seqlen_k, p.causal);
+  const int row_keys = numeric::causal_key_end(row, seqlen_q, seqlen_k, p.causal);
   // The wave's first row sees the fewest keys, its last valid row the most.
-  const int wave_unmasked_keys = gpu::row_key_end(wave_row, seqlen_q, seqlen_k, p.causal);
+  const int wave_unmasked_keys = numeric::causal_key_end(wave_row, seqlen_q, seqlen_k, p.causal);
   const int wave_keys =
-      wave_active ? gpu::row_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal) : 0;
+      wave_active ? numeric::causal_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal) : 0;
   const int block_keys = gpu::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
 
   // Q^T as B operands: value e of step s is q[row][8s + operand_k(lane, e)].

@@ -22,7 +22,7 @@
 // second product (see p_register below), so P never leaves registers.
 #pragma once
 
-#include "cuda_hip/host_device.hpp"
+#include "mla/detail/host_device.hpp"
 
 namespace mla::hip_flash::mfma {
 

@@ -34,7 +34,6 @@
 namespace mla::kokkos {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 KOKKOS_INLINE_FUNCTION int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
@@ -87,8 +86,8 @@ struct FlashKernel {
   static constexpr int kBc = kTile.cols_kv;
   static constexpr int kRb = kTile.block_rows;
   static constexpr int kNc = kTile.block_cols;
-  using In = typename Element<kIn>::type;
-  using Out = typename Element<kOut>::type;
+  using In = typename Element<kIn>::Storage;
+  using Out = typename Element<kOut>::Storage;
   typename StridedViewType<const In, 3>::type q, k, v;  // [Nq,H,dqk] [Nk,H,dqk] [Nk,H,dv]
   typename StridedViewType<Out, 3>::type out;           // [Nq,H,dv]
   typename StridedViewType<float, 2>::type lse;         // [H,Nq]
@@ -109,9 +108,10 @@ struct FlashKernel {
     const int sk = cu_k(item.sequence + 1) - k_begin;
     const int tile_first = item.q_tile * kBr;  // first query of the tile within its sequence
     const int rows = imin(kBr, sq - tile_first);
-    // Query i sees keys j <= i + diagonal.
+    // What the tile's last row sees: the key loop's end.
+    const int keys = numeric::causal_key_end(tile_first + rows - 1, sq, sk, causal);
+    // Query i sees keys j <= i + diagonal (the same rule, per element).
     const int diagonal = sk - sq;
-    const int keys = causal ? imax(0, imin(sk, tile_first + rows + diagonal)) : sk;
 
     float* scratch = aligned_scratch(member);
     float* qt = scratch + layout.qt;
@@ -274,7 +274,7 @@ WorkList build_work_list(const AttentionProblem& problem, int heads, int rows_q)
     const int sk = cu_k[b + 1] - cu_k[b];
     auto keys_of = [&](int tile) -> std::int64_t {
       const int last = std::min(sq, (tile + 1) * rows_q) - 1;
-      return problem.causal ? std::clamp(last + 1 + sk - sq, 0, sk) : sk;
+      return numeric::causal_key_end(last, sq, sk, problem.causal);
     };
     const int tiles = (sq + rows_q - 1) / rows_q;
     if (tiles == 0) continue;
@@ -306,13 +306,13 @@ Kokkos::View<const std::int32_t*, MemSpace> to_device(const std::vector<std::int
 template <DType kIn, DType kOut, HostIsa kIsa>
 void launch(const AttentionProblem& problem) {
   using Kernel = FlashKernel<kIn, kOut, kIsa>;
-  using In = typename Element<kIn>::type;
+  using In = typename Element<kIn>::Storage;
   const int heads = static_cast<int>(problem.q.shape[1]);
   Kernel kernel{
       wrap<const In, 3>(problem.q),
       wrap<const In, 3>(problem.k),
       wrap<const In, 3>(problem.v),
-      wrap<typename Element<kOut>::type, 3>(problem.out),
+      wrap<typename Element<kOut>::Storage, 3>(problem.out),
       {},
       !problem.lse.empty_view(),
       to_device(*problem.cu_q, "mla_kokkos_cu_q"),
@@ -321,7 +321,7 @@ void launch(const AttentionProblem& problem) {
       ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]), Kernel::kTile)};
   if (kernel.write_lse) kernel.lse = wrap<float, 2>(problem.lse);
   kernel.causal = problem.causal;
-  kernel.q_multiplier = problem.scale * kLog2e;
+  kernel.q_multiplier = problem.scale * numeric::log2e;
   kernel.out_multiplier = problem.out_scale ? 1.0f / *problem.out_scale : 1.0f;
   const int items = static_cast<int>(kernel.work.extent(0));
   if (items == 0) return;

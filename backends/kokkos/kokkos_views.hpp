@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "flash_math.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/dtype.hpp"
 #include "mla/tensor.hpp"
 
@@ -20,35 +21,9 @@ namespace mla::kokkos {
 using ExecSpace = Kokkos::DefaultHostExecutionSpace;
 using MemSpace = ExecSpace::memory_space;
 
+// Storage type and codecs of each element dtype: the shared ones.
 template <DType kDType>
-struct Element;
-
-template <>
-struct Element<DType::float32> {
-  using type = float;
-  KOKKOS_INLINE_FUNCTION static float load(float value) { return value; }
-  KOKKOS_INLINE_FUNCTION static float store(float value) { return value; }
-};
-
-template <>
-struct Element<DType::float16> {
-  using type = std::uint16_t;
-  KOKKOS_INLINE_FUNCTION static float load(std::uint16_t bits) { return half_to_float(bits); }
-  KOKKOS_INLINE_FUNCTION static std::uint16_t store(float value) { return float_to_half(value); }
-};
-
-template <>
-struct Element<DType::bfloat16> {
-  using type = std::uint16_t;
-  KOKKOS_INLINE_FUNCTION static float load(std::uint16_t bits) { return bf16_to_float(bits); }
-  KOKKOS_INLINE_FUNCTION static std::uint16_t store(float value) { return float_to_bf16(value); }
-};
-
-template <>
-struct Element<DType::float8_e4m3> {
-  using type = std::uint8_t;
-  KOKKOS_INLINE_FUNCTION static std::uint8_t store(float value) { return float_to_fp8_e4m3(value); }
-};
+using Element = numeric::Element<kDType>;
 
 template <class T, int kRank>
 struct StridedViewType;

@@ -10,11 +10,11 @@ namespace {
 
 template <DType kIn, DType kOut>
 struct MergeKernel {
-  using In = typename Element<kIn>::type;
-  typename StridedViewType<const In, 3>::type prefix_out, suffix_out;     // [N,H,V]
-  typename StridedViewType<const float, 2>::type prefix_lse, suffix_lse;  // [H,N]
-  typename StridedViewType<typename Element<kOut>::type, 3>::type out;    // [N,H,V]
-  typename StridedViewType<float, 2>::type out_lse;                       // [H,N]
+  using In = typename Element<kIn>::Storage;
+  typename StridedViewType<const In, 3>::type prefix_out, suffix_out;      // [N,H,V]
+  typename StridedViewType<const float, 2>::type prefix_lse, suffix_lse;   // [H,N]
+  typename StridedViewType<typename Element<kOut>::Storage, 3>::type out;  // [N,H,V]
+  typename StridedViewType<float, 2>::type out_lse;                        // [H,N]
   bool write_lse = false;
   std::int64_t copy_from = 0;  // tokens >= copy_from take the suffix as it is
   int heads = 1;
@@ -62,13 +62,13 @@ struct MergeKernel {
 
 template <DType kIn, DType kOut>
 void launch(const MergeArgs& args) {
-  using In = typename Element<kIn>::type;
+  using In = typename Element<kIn>::Storage;
   MergeKernel<kIn, kOut> kernel;
   kernel.prefix_out = wrap<const In, 3>(args.prefix_out);
   kernel.suffix_out = wrap<const In, 3>(args.suffix_out);
   kernel.prefix_lse = wrap<const float, 2>(args.prefix_lse);
   kernel.suffix_lse = wrap<const float, 2>(args.suffix_lse);
-  kernel.out = wrap<typename Element<kOut>::type, 3>(args.out);
+  kernel.out = wrap<typename Element<kOut>::Storage, 3>(args.out);
   kernel.write_lse = !args.out_lse.empty_view();
   if (kernel.write_lse) kernel.out_lse = wrap<float, 2>(args.out_lse);
   const std::int64_t tokens = args.prefix_out.shape[0];

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "mla/detail/numeric.hpp"
 #include "reference_backend.hpp"
 
 namespace mla::reference {
@@ -74,8 +75,7 @@ void attention(const AttentionProblem& p) {
         gather_row(p.v, k0 + j, h, values.data() + j * dv);
       }
       for (std::int64_t i = 0; i < sq; ++i) {
-        // Bottom-right aligned: the last query sees the last key.
-        const std::int64_t visible = p.causal ? std::clamp<std::int64_t>(i + sk - sq + 1, 0, sk) : sk;
+        const std::int64_t visible = numeric::causal_key_end(i, sq, sk, p.causal);
         std::fill(row.begin(), row.end(), 0.0);
         if (visible == 0) {
           write_row(p, q0 + i, h, row, neg_inf);

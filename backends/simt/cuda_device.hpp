@@ -9,9 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cuda_hip/numeric.hpp"
+#include "mla/detail/numeric.hpp"
 #include "simt/emulator.hpp"
-#include "simt/half.hpp"
 
 #define __global__
 #define __device__
@@ -53,11 +52,11 @@ struct __nv_bfloat162 {
   __nv_bfloat16 x, y;
 };
 
-inline __half __float2half_rn(float value) { return {::mla::simt::float_to_half(value)}; }
-inline float __half2float(__half value) { return ::mla::simt::half_to_float(value.bits); }
+inline __half __float2half_rn(float value) { return {::mla::numeric::float_to_half(value)}; }
+inline float __half2float(__half value) { return ::mla::numeric::half_to_float(value.bits); }
 inline __half __ushort_as_half(unsigned short bits) { return {bits}; }
 inline unsigned short __half_as_ushort(__half value) { return value.bits; }
 inline __half2 __floats2half2_rn(float lo, float hi) { return {__float2half_rn(lo), __float2half_rn(hi)}; }
 inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) {
-  return {{::mla::gpu::float_to_bf16(lo)}, {::mla::gpu::float_to_bf16(hi)}};
+  return {{::mla::numeric::float_to_bf16(lo)}, {::mla::numeric::float_to_bf16(hi)}};
 }

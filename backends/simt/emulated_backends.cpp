@@ -17,17 +17,15 @@
 namespace mla::simt {
 namespace {
 
-bool flash_dtype(DType dtype) { return dtype == DType::bfloat16 || dtype == DType::float16; }
-
 std::optional<gpu::KernelTile> cuda_tile(DType dtype, int head_dim_qk, int head_dim_v) {
   const cuda_flash::FlashTileConfig* tile = cuda_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
-  if (tile == nullptr || !flash_dtype(dtype)) return std::nullopt;
+  if (tile == nullptr || !gpu::is_flash_dtype(dtype)) return std::nullopt;
   return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows, tile->block_cols};
 }
 
 std::optional<gpu::KernelTile> hip_tile(DType dtype, int head_dim_qk, int head_dim_v) {
   const hip_flash::FlashTileConfig* tile = hip_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
-  if (tile == nullptr || !flash_dtype(dtype) || !hip_flash_emulated_built()) return std::nullopt;
+  if (tile == nullptr || !gpu::is_flash_dtype(dtype) || !hip_flash_emulated_built()) return std::nullopt;
   return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
 }
 
@@ -73,7 +71,7 @@ constexpr gpu::FlashVendor hip_gfx908_vendor{
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {
   BackendDescription description;
   description.name = vendor.backend_name;
-  description.dtypes = {DType::float16, DType::bfloat16};
+  description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.fp8_output = true;
   description.queue_kinds = {vendor.queue_backend};

@@ -7,8 +7,7 @@
 #include <string>
 
 #include "block.hpp"
-#include "cuda_hip/numeric.hpp"
-#include "half.hpp"
+#include "mla/detail/numeric.hpp"
 
 namespace mla::simt {
 namespace {
@@ -23,7 +22,7 @@ T& out_of(Block& block, int thread) {
 }
 
 float to_float(Element element, std::uint16_t bits) {
-  return element == Element::bfloat16 ? gpu::bf16_to_float(bits) : half_to_float(bits);
+  return element == Element::bfloat16 ? numeric::bf16_to_float(bits) : numeric::half_to_float(bits);
 }
 
 std::uint16_t low(std::uint32_t r) { return static_cast<std::uint16_t>(r & 0xffffu); }

@@ -18,14 +18,13 @@ namespace mla {
 namespace {
 
 // Both enums have the same members; one table serves them.
+#define MLA_BACKEND_MEMBER(member, entry) {Kind::member, #member},
 template <class Kind>
-constexpr std::array<std::pair<Kind, std::string_view>, 5> member_table{{
-    {Kind::REFERENCE, "REFERENCE"},
-    {Kind::KOKKOS, "KOKKOS"},
-    {Kind::CUDA_FLASH, "CUDA_FLASH"},
-    {Kind::HIP_FLASH, "HIP_FLASH"},
+constexpr auto member_table = std::to_array<std::pair<Kind, std::string_view>>({
+#include "mla/backend_members.def"
     {Kind::CUSTOM, "CUSTOM"},
-}};
+});
+#undef MLA_BACKEND_MEMBER
 
 std::atomic<std::uint64_t> generation{0};
 void bump_generation() { generation.fetch_add(1, std::memory_order_acq_rel); }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "mla/detail/numeric.hpp"
 #include "mla/dtype.hpp"
 #include "mla/error.hpp"
 
@@ -102,6 +103,75 @@ TEST(DType, Fp8RoundsToNearestRepresentable) {
     }
   }
 }
+
+TEST(Numeric, Fp8TiesRoundToEvenAndSaturate) {
+  // Exact midpoints between neighbouring finite e4m3 values, both signs.
+  for (std::uint32_t code = 0; code < 0x7e; ++code) {
+    const float lo = mla::numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(code));
+    const float hi = mla::numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(code + 1));
+    const float mid = (lo + hi) / 2;
+    const std::uint8_t even = (code % 2 == 0) ? static_cast<std::uint8_t>(code) : static_cast<std::uint8_t>(code + 1);
+    EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(mid), even) << mid;
+    EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(-mid), even | 0x80) << -mid;
+  }
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(1e30f), 0x7e);
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(std::nanf("")), 0x7f);
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(-std::nanf("")), 0x7f);
+}
+
+// Every e4m3 code against the format's definition, written with ldexp:
+// subnormals m * 2^-9, normals (8 + m) * 2^(e - 10), NaN for 0x7f and 0xff.
+TEST(Numeric, Fp8DecodeFollowsTheFormat) {
+  for (unsigned code = 0; code < 256; ++code) {
+    const int exponent = static_cast<int>(code >> 3) & 0xf, mantissa = static_cast<int>(code) & 0x7;
+    const float decoded = mla::numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(code));
+    EXPECT_EQ(std::signbit(decoded), (code & 0x80u) != 0) << code;
+    if (exponent == 0xf && mantissa == 0x7) {
+      EXPECT_TRUE(std::isnan(decoded)) << code;
+      continue;
+    }
+    const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)
+                                          : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+    EXPECT_EQ(std::fabs(decoded), magnitude) << code;
+  }
+}
+
+#if defined(__FLT16_MANT_DIG__)
+// The shared fp16 codec against the compiler's own _Float16 conversions:
+// every half decoded, and floats of every exponent with low bits that hit
+// ties, just above and below ties, and random bits encoded.
+TEST(Numeric, HalfMatchesTheCompilersFloat16) {
+  const auto bits_of = [](auto value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof value);
+    return bits;
+  };
+  for (std::uint32_t bits = 0; bits < 0x10000u; ++bits) {
+    const auto half = static_cast<std::uint16_t>(bits);
+    _Float16 compiler_half;
+    std::memcpy(&compiler_half, &half, sizeof half);
+    const float expected = static_cast<float>(compiler_half);
+    const float decoded = mla::numeric::half_to_float(half);
+    if (std::isnan(expected)) {
+      ASSERT_TRUE(std::isnan(decoded)) << bits;
+    } else {
+      ASSERT_EQ(bits_of(decoded), bits_of(expected)) << bits;
+    }
+  }
+  std::mt19937 rng(11);
+  for (std::uint32_t high = 0; high < 0x10000u; ++high) {
+    for (std::uint32_t low :
+         {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0xffffu, static_cast<std::uint32_t>(rng() & 0xffffu)}) {
+      const std::uint32_t bits = high << 16 | low;
+      float value = 0.0f;
+      std::memcpy(&value, &bits, sizeof value);
+      if (std::isnan(value)) continue;
+      ASSERT_EQ(mla::numeric::float_to_half(value), bits_of(static_cast<_Float16>(value))) << std::hex << bits;
+    }
+  }
+}
+#endif
 
 TEST(DType, LoadStoreThroughEveryDtype) {
   for (DType d : {DType::float32, DType::float16, DType::bfloat16, DType::float8_e4m3}) {

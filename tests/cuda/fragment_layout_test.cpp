@@ -16,9 +16,9 @@
 #include <set>
 #include <vector>
 
-#include "cuda_hip/numeric.hpp"
 #include "flash_config.hpp"
 #include "fragment_layout.hpp"
+#include "mla/detail/numeric.hpp"
 
 namespace mla::cuda_flash {
 namespace {
@@ -45,7 +45,7 @@ std::vector<std::uint8_t> store_tile(const Matrix& m, int dim) {
   std::vector<std::uint8_t> bytes(m.size() * static_cast<std::size_t>(dim) * 2);
   for (int r = 0; r < static_cast<int>(m.size()); ++r) {
     for (int c = 0; c < dim; ++c) {
-      const std::uint16_t bits = gpu::float_to_bf16(at(m, r, c));
+      const std::uint16_t bits = numeric::float_to_bf16(at(m, r, c));
       const std::uint32_t offset = layout::tile_offset(r, c / chunk_elements, row_chunks) + (c % chunk_elements) * 2;
       std::memcpy(&bytes[offset], &bits, 2);
     }
@@ -81,8 +81,8 @@ Regs ldmatrix_x4(const std::vector<std::uint8_t>& smem, const std::array<std::ui
   return regs;
 }
 
-float lo_half(std::uint32_t r) { return gpu::bf16_to_float(static_cast<std::uint16_t>(r & 0xffffu)); }
-float hi_half(std::uint32_t r) { return gpu::bf16_to_float(static_cast<std::uint16_t>(r >> 16)); }
+float lo_half(std::uint32_t r) { return numeric::bf16_to_float(static_cast<std::uint16_t>(r & 0xffffu)); }
+float hi_half(std::uint32_t r) { return numeric::bf16_to_float(static_cast<std::uint16_t>(r >> 16)); }
 
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 per the PTX ISA's
 // fragment tables (g = lane / 4, t = lane % 4).
@@ -122,8 +122,8 @@ void mma(std::array<std::array<float, 4>, lanes>& c, const Regs& a,
 }
 
 std::uint32_t host_pack(float lo, float hi) {
-  return static_cast<std::uint32_t>(gpu::float_to_bf16(lo)) |
-         (static_cast<std::uint32_t>(gpu::float_to_bf16(hi)) << 16);
+  return static_cast<std::uint32_t>(numeric::float_to_bf16(lo)) |
+         (static_cast<std::uint32_t>(numeric::float_to_bf16(hi)) << 16);
 }
 
 // One warp (warp index 1, rows 16..31 of a 32-row Q tile) running the
@@ -197,7 +197,8 @@ void check_warp_products(std::uint32_t seed) {
             s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)] / 64.0f;
         s[static_cast<std::size_t>(j)][static_cast<std::size_t>(lane)][static_cast<std::size_t>(e)] = value;
         p[static_cast<std::size_t>(layout::acc_row(lane, e))]
-         [static_cast<std::size_t>(j * 8 + layout::acc_col(lane, e))] = gpu::bf16_to_float(gpu::float_to_bf16(value));
+         [static_cast<std::size_t>(j * 8 + layout::acc_col(lane, e))] =
+             numeric::bf16_to_float(numeric::float_to_bf16(value));
       }
     }
   }

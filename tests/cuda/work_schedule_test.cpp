@@ -19,13 +19,13 @@ bool visible(int row, int key, int seqlen_q, int seqlen_k, bool causal) {
   return !causal || key <= row + seqlen_k - seqlen_q;  // bottom-right aligned
 }
 
-TEST(WorkSchedule, RowKeyEndIsBottomRightAligned) {
-  EXPECT_EQ(row_key_end(0, 5, 5, true), 1);
-  EXPECT_EQ(row_key_end(4, 5, 5, true), 5);
-  EXPECT_EQ(row_key_end(0, 3, 10, true), 8);  // more keys than queries: the first row sees 8
-  EXPECT_EQ(row_key_end(0, 10, 3, true), 0);  // more queries than keys: the first rows see none
-  EXPECT_EQ(row_key_end(7, 10, 3, true), 1);
-  EXPECT_EQ(row_key_end(3, 10, 3, false), 3);
+TEST(WorkSchedule, CausalKeyEndIsBottomRightAligned) {
+  EXPECT_EQ(numeric::causal_key_end(0, 5, 5, true), 1);
+  EXPECT_EQ(numeric::causal_key_end(4, 5, 5, true), 5);
+  EXPECT_EQ(numeric::causal_key_end(0, 3, 10, true), 8);  // more keys than queries: the first row sees 8
+  EXPECT_EQ(numeric::causal_key_end(0, 10, 3, true), 0);  // more queries than keys: the first rows see none
+  EXPECT_EQ(numeric::causal_key_end(7, 10, 3, true), 1);
+  EXPECT_EQ(numeric::causal_key_end(3, 10, 3, false), 3);
 }
 
 TEST(WorkSchedule, TileBoundsMatchBruteForce) {
@@ -47,7 +47,7 @@ TEST(WorkSchedule, TileBoundsMatchBruteForce) {
         for (int key = 0; key < seqlen_k; ++key) {
           if (visible(row, key, seqlen_q, seqlen_k, causal)) row_end = key + 1;
         }
-        EXPECT_EQ(row_key_end(row, seqlen_q, seqlen_k, causal), row_end);
+        EXPECT_EQ(numeric::causal_key_end(row, seqlen_q, seqlen_k, causal), row_end);
         any_end = std::max(any_end, row_end);
         all_end = std::min(all_end, row_end);
       }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
 #include "simt/sm80.hpp"
 
@@ -246,16 +247,16 @@ TEST_P(Schedules, ShuffleXorExchangesWithinWidth) {
   for (unsigned lane = 0; lane < 32; ++lane) EXPECT_EQ(got[lane], static_cast<float>(lane)) << lane;
 }
 
-std::uint16_t bf16(float value) { return gpu::float_to_bf16(value); }
+std::uint16_t bf16(float value) { return numeric::float_to_bf16(value); }
 
 TEST_P(Schedules, MmaComputesTheProductOfThePtxFragments) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   float a[16][16], b[16][8], c[16][8];
   for (auto& row : a)
-    for (float& x : row) x = gpu::bf16_to_float(bf16(dist(rng)));
+    for (float& x : row) x = numeric::bf16_to_float(bf16(dist(rng)));
   for (auto& row : b)
-    for (float& x : row) x = gpu::bf16_to_float(bf16(dist(rng)));
+    for (float& x : row) x = numeric::bf16_to_float(bf16(dist(rng)));
   for (auto& row : c)
     for (float& x : row) x = dist(rng);
   float d[16][8] = {};
@@ -290,8 +291,8 @@ TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   std::vector<float> a(32 * 8), b(8 * 32);  // A [32][8], B [8][32]
-  for (float& x : a) x = half_to_float(float_to_half(dist(rng)));
-  for (float& x : b) x = half_to_float(float_to_half(dist(rng)));
+  for (float& x : a) x = numeric::half_to_float(numeric::float_to_half(dist(rng)));
+  for (float& x : b) x = numeric::half_to_float(numeric::float_to_half(dist(rng)));
   std::vector<float> d(32 * 32);
   ASSERT_EQ(failure_of(one_block(64, 0, 64),
                        [&] {
@@ -299,8 +300,8 @@ TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
                          std::uint16_t fa[4], fb[4];
                          for (int e = 0; e < 4; ++e) {
                            const int k = 4 * (lane / 32) + e;
-                           fa[e] = float_to_half(a[static_cast<std::size_t>((lane % 32) * 8 + k)]);
-                           fb[e] = float_to_half(b[static_cast<std::size_t>(k * 32 + lane % 32)]);
+                           fa[e] = numeric::float_to_half(a[static_cast<std::size_t>((lane % 32) * 8 + k)]);
+                           fb[e] = numeric::float_to_half(b[static_cast<std::size_t>(k * 32 + lane % 32)]);
                          }
                          float acc[16] = {};
                          mfma_32x32x8(Element::float16, acc, fa, fb, {__FILE__, __LINE__});

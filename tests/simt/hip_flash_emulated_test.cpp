@@ -20,14 +20,13 @@
 #include <vector>
 
 #include "cuda_hip/flash_params.hpp"
-#include "cuda_hip/numeric.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "hip/flash_config.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/dtype.hpp"
 #include "mla/error.hpp"
 #include "simt/emulator.hpp"
 #include "simt/emulator_required.hpp"
-#include "simt/half.hpp"
 #include "simt/hip_flash_emulated.hpp"
 
 namespace mla::simt {
@@ -60,10 +59,10 @@ void PrintTo(const Case& c, std::ostream* os) { *os << describe_case(c); }
   }
 
 std::uint16_t to_bits(DType dtype, float value) {
-  return dtype == DType::bfloat16 ? gpu::float_to_bf16(value) : float_to_half(value);
+  return dtype == DType::bfloat16 ? numeric::float_to_bf16(value) : numeric::float_to_half(value);
 }
 float from_bits(DType dtype, std::uint16_t bits) {
-  return dtype == DType::bfloat16 ? gpu::bf16_to_float(bits) : half_to_float(bits);
+  return dtype == DType::bfloat16 ? numeric::bf16_to_float(bits) : numeric::half_to_float(bits);
 }
 
 // Query and key counts per sequence: odd lengths, one sequence of more than

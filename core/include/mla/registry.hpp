@@ -15,9 +15,19 @@
 
 namespace mla {
 
-enum class MlaPrefillBackendKind { REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, CUSTOM };
+// The members (mla/backend_members.def: REFERENCE, KOKKOS, CUDA_FLASH,
+// HIP_FLASH), then CUSTOM, the slot only registration fills.
+#define MLA_BACKEND_MEMBER(member, entry) member,
+enum class MlaPrefillBackendKind {
+#include "mla/backend_members.def"
+  CUSTOM
+};
 // General multi-head attention (dqk == dv) served by the same kernels.
-enum class AttentionBackendKind { REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, CUSTOM };
+enum class AttentionBackendKind {
+#include "mla/backend_members.def"
+  CUSTOM
+};
+#undef MLA_BACKEND_MEMBER
 
 // How a registration treats a member that already has an override.
 enum class RegisterMode {

@@ -1,5 +1,6 @@
 // Function qualifiers for code that is compiled by nvcc, by hipcc and by the
-// plain host compiler (the host unit tests include the same headers).
+// plain host compiler: the numeric rules (numeric.hpp) and the GPU kernels'
+// headers, which the host unit tests and the GPU emulator include as well.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
