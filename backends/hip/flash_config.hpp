@@ -72,7 +72,7 @@ MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
 // row takes more than half of a CU's 64 KiB LDS, so one workgroup (one wave
 // per SIMD) runs per CU and the kernels may use the whole register file;
 // smaller key tiles would allow two, at twice the barriers per key. Which is
-// faster has not been measured: no AMD GPU was available when this was written.
+// faster is unmeasured (it takes an AMD GPU), so the larger key tile comes first.
 inline constexpr FlashTileConfig tile_candidates[] = {{0, 0, 4, 64}, {0, 0, 4, 32}};
 
 // The instantiations: one row per shape of cuda_hip/flash_shapes.def (a pair

@@ -41,23 +41,23 @@ void store_output(const TensorView& out, std::int64_t index, double value, const
 }
 
 // Writes one output row (and its LSE when requested).
-void write_row(const AttentionProblem& p, std::int64_t token, std::int64_t head, const std::vector<double>& row,
+void write_row(const AttentionProblem& problem, std::int64_t token, std::int64_t head, const std::vector<double>& row,
                double lse) {
-  const std::int64_t base = p.out.offset(token, head);
+  const std::int64_t base = problem.out.offset(token, head);
   for (std::size_t d = 0; d < row.size(); ++d)
-    store_output(p.out, base + static_cast<std::int64_t>(d) * p.out.stride[2], row[d], p.out_scale);
-  if (!p.lse.empty_view())
-    store_from_float(p.lse.data, DType::float32, p.lse.offset(head, token), static_cast<float>(lse));
+    store_output(problem.out, base + static_cast<std::int64_t>(d) * problem.out.stride[2], row[d], problem.out_scale);
+  if (!problem.lse.empty_view())
+    store_from_float(problem.lse.data, DType::float32, problem.lse.offset(head, token), static_cast<float>(lse));
 }
 
 }  // namespace
 
-void attention(const AttentionProblem& p) {
-  const std::vector<std::int32_t>& cu_q = *p.cu_q;
-  const std::vector<std::int32_t>& cu_k = *p.cu_k;
-  const std::int64_t heads = p.q.size(1);
-  const std::int64_t dqk = p.q.size(2);
-  const std::int64_t dv = p.v.size(2);
+void attention(const AttentionProblem& problem) {
+  const std::vector<std::int32_t>& cu_q = *problem.cu_q;
+  const std::vector<std::int32_t>& cu_k = *problem.cu_k;
+  const std::int64_t heads = problem.q.size(1);
+  const std::int64_t dqk = problem.q.size(2);
+  const std::int64_t dv = problem.v.size(2);
   const double neg_inf = -std::numeric_limits<double>::infinity();
 
   std::vector<double> keys, values, query(static_cast<std::size_t>(dqk)), scores;
@@ -71,20 +71,20 @@ void attention(const AttentionProblem& p) {
     scores.resize(static_cast<std::size_t>(sk));
     for (std::int64_t h = 0; h < heads; ++h) {
       for (std::int64_t j = 0; j < sk; ++j) {
-        gather_row(p.k, k0 + j, h, keys.data() + j * dqk);
-        gather_row(p.v, k0 + j, h, values.data() + j * dv);
+        gather_row(problem.k, k0 + j, h, keys.data() + j * dqk);
+        gather_row(problem.v, k0 + j, h, values.data() + j * dv);
       }
       for (std::int64_t i = 0; i < sq; ++i) {
-        const std::int64_t visible = numeric::causal_key_end(i, sq, sk, p.causal);
+        const std::int64_t visible = numeric::causal_key_end(i, sq, sk, problem.causal);
         std::fill(row.begin(), row.end(), 0.0);
         if (visible == 0) {
-          write_row(p, q0 + i, h, row, neg_inf);
+          write_row(problem, q0 + i, h, row, neg_inf);
           continue;
         }
-        gather_row(p.q, q0 + i, h, query.data());
+        gather_row(problem.q, q0 + i, h, query.data());
         double max_score = neg_inf;
         for (std::int64_t j = 0; j < visible; ++j) {
-          scores[static_cast<std::size_t>(j)] = p.scale * dot(query.data(), keys.data() + j * dqk, dqk);
+          scores[static_cast<std::size_t>(j)] = problem.scale * dot(query.data(), keys.data() + j * dqk, dqk);
           max_score = std::max(max_score, scores[static_cast<std::size_t>(j)]);
         }
         double sum = 0.0;
@@ -95,7 +95,7 @@ void attention(const AttentionProblem& p) {
           for (std::int64_t d = 0; d < dv; ++d) row[static_cast<std::size_t>(d)] += weight * value[d];
         }
         for (double& x : row) x /= sum;
-        write_row(p, q0 + i, h, row, max_score + std::log(sum));
+        write_row(problem, q0 + i, h, row, max_score + std::log(sum));
       }
     }
   }

@@ -89,7 +89,7 @@ struct Block {
 extern thread_local Block* current_block;
 extern thread_local Thread* current_thread;
 
-void yield(Thread& t);
+void yield(Thread& thread);
 
 // A warp-wide operation: `in` is this lane's operand, `out` receives its result.
 void collective(const char* op, Site site, const void* in, std::size_t in_bytes, void* out, std::size_t out_bytes,

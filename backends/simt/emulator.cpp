@@ -174,7 +174,7 @@ void Block::fail_at(std::uint32_t address, const std::string& what) const {
   fail(os.str());
 }
 
-void yield(Thread& t) { t.scheduler = std::move(t.scheduler).resume(); }
+void yield(Thread& thread) { thread.scheduler = std::move(thread.scheduler).resume(); }
 
 Statistics statistics() {
   const std::lock_guard<std::mutex> lock(statistics_mutex);
@@ -186,11 +186,11 @@ void reset_statistics() {
   total_statistics = {};
 }
 
-std::string describe(const Statistics& s) {
+std::string describe(const Statistics& counts) {
   std::ostringstream os;
-  os << "launches " << s.launches << ", blocks " << s.blocks << ", hazard checks " << s.hazards_checked() << " (shared "
-     << s.shared_checks << ", global " << s.global_checks << ", warp lanes " << s.collective_checks
-     << ", barrier threads " << s.barrier_checks << ")";
+  os << "launches " << counts.launches << ", blocks " << counts.blocks << ", hazard checks " << counts.hazards_checked()
+     << " (shared " << counts.shared_checks << ", global " << counts.global_checks << ", warp lanes "
+     << counts.collective_checks << ", barrier threads " << counts.barrier_checks << ")";
   return os.str();
 }
 

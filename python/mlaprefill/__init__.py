@@ -264,8 +264,8 @@ def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu
     (out, lse) with return_lse. `workspace`, a byte tensor of at least
     mla_prefill_workspace_size(...) bytes, 64-byte aligned, spares the
     library its allocation; without it the step allocates its own. GPU
-    tensors run on the backend's GPU kernels on PyTorch's current stream
-    (never run on a GPU yet)."""
+    tensors run on the backend's GPU kernels on PyTorch's current stream;
+    that path is tested under the GPU emulator only, not on GPU hardware."""
     if lse is not None and not return_lse:
         raise InvalidArgument("lse was given but return_lse is False")
     out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)

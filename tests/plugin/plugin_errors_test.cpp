@@ -6,9 +6,6 @@
 #include "mla/platform.hpp"
 #include "mla/plugin_abi.h"
 #include "plugin_support.hpp"
-// The 0.1 header names still compile: forwarding headers, removed in the next release.
-#include "mla/plugin.h"
-#include "mla/plugins.hpp"
 
 namespace mla::plugin_test {
 namespace {
