@@ -1,7 +1,9 @@
 // The fixture of the conformance suite. It builds the backend under test
 // (MLA_CONFORMANCE_BACKEND, through the process registry) on its queue and the
 // REFERENCE backend on the host queue for the same parameters; a test makes
-// inputs on the host, runs both, copies the result back and compares.
+// inputs on the host, runs both, copies the result back and compares. When
+// the backend under test is REFERENCE itself, the tests also hold REFERENCE
+// to an implementation written apart from it (oracle.hpp).
 //
 // GPU backends run on a GPU queue; without a device or without that vendor in
 // the build their tests are skipped with the reason, unless MLA_REQUIRE_GPU=1

@@ -10,6 +10,23 @@ namespace {
 constexpr double negative_infinity = -std::numeric_limits<double>::infinity();
 constexpr double fp8_largest = 448.0;
 
+// Every element of a [N, H, D] tensor in fp64, contiguous: the loops below
+// read each one many times.
+struct Doubles {
+  std::vector<double> values;
+  std::int64_t heads = 0, dim = 0;
+  explicit Doubles(const HostTensor& tensor) : heads(tensor.size(1)), dim(tensor.size(2)) {
+    values.reserve(static_cast<std::size_t>(tensor.size(0) * heads * dim));
+    for (std::int64_t row = 0; row < tensor.size(0); ++row)
+      for (std::int64_t head = 0; head < heads; ++head)
+        for (std::int64_t d = 0; d < dim; ++d) values.push_back(tensor.at(row, head, d));
+  }
+  // The D values of (row, head).
+  const double* at(std::int64_t row, std::int64_t head) const {
+    return values.data() + static_cast<std::size_t>((row * heads + head) * dim);
+  }
+};
+
 // The value stored for `x`: x / out_scale saturated to the fp8 range, or x.
 float quantised(double x, std::optional<double> out_scale) {
   if (!out_scale) return static_cast<float>(x);
@@ -24,6 +41,7 @@ OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const Ho
   const std::int64_t num_queries = q.size(0), heads = q.size(1), qk_dim = q.size(2), v_dim = v.size(2);
   OracleResult result{HostTensor(DType::float32, {num_queries, heads, v_dim}),
                       HostTensor(DType::float32, {heads, num_queries})};
+  const Doubles queries_in(q), keys_in(k), values_in(v);
   std::int64_t first_query = 0, first_key = 0;
   for (std::size_t seq = 0; seq < q_lens.size(); ++seq) {
     const std::int64_t queries = q_lens[seq], keys = k_lens[seq];
@@ -38,21 +56,24 @@ OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const Ho
           if (!causal || key_from_end >= query_from_end) seen.push_back(key);
         }
         std::vector<double> scores;
+        const double* query_row = queries_in.at(first_query + query, head);
         for (std::int64_t key : seen) {
+          const double* key_row = keys_in.at(first_key + key, head);
           double dot = 0.0;
-          for (std::int64_t d = 0; d < qk_dim; ++d)
-            dot += double{q.at(first_query + query, head, d)} * double{k.at(first_key + key, head, d)};
+          for (std::int64_t d = 0; d < qk_dim; ++d) dot += query_row[d] * key_row[d];
           scores.push_back(scale * dot);
         }
         const double largest = scores.empty() ? negative_infinity : *std::max_element(scores.begin(), scores.end());
         std::vector<double> weights;
         double denominator = 0.0;
         for (double score : scores) denominator += weights.emplace_back(std::exp(score - largest));
+        std::vector<double> numerators(static_cast<std::size_t>(v_dim), 0.0);
+        for (std::size_t i = 0; i < seen.size(); ++i) {
+          const double* value_row = values_in.at(first_key + seen[i], head);
+          for (std::int64_t d = 0; d < v_dim; ++d) numerators[static_cast<std::size_t>(d)] += weights[i] * value_row[d];
+        }
         for (std::int64_t d = 0; d < v_dim; ++d) {
-          double numerator = 0.0;
-          for (std::size_t i = 0; i < seen.size(); ++i)
-            numerator += weights[i] * double{v.at(first_key + seen[i], head, d)};
-          const double value = seen.empty() ? 0.0 : numerator / denominator;
+          const double value = seen.empty() ? 0.0 : numerators[static_cast<std::size_t>(d)] / denominator;
           result.out.set(quantised(value, out_scale), first_query + query, head, d);
         }
         const double lse = seen.empty() ? negative_infinity : largest + std::log(denominator);
