@@ -244,31 +244,15 @@ def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=
     return (out, lse) if return_lse else out
 
 
-def mla_prefill_workspace_size(backend, cu_seqlens_q, context_lens, kv_lora_rank, block_size, workspace_tokens):
-    """Bytes of workspace run_mla_prefill needs for this step (see the C++
-    mla_prefill_workspace_size); a workspace sized for a larger step fits."""
-    return backend._native.mla_workspace_size(
-        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
-        int(kv_lora_rank), int(block_size), int(workspace_tokens))
-
-
-def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu_seqlens_q, kv_b_proj,
-                    workspace_tokens, cache_scale=None, out=None, lse=None, return_lse=True, workspace=None):
-    """The whole MLA prefill step (see the C++ run_mla_prefill): gathers each
-    sequence's cached latents from `cache` [num_blocks, block_size, L+R]
-    through `block_table` [B, max_blocks] (its first context_lens[b] tokens),
-    up-projects them and the new tokens' `kv_c` [Nq, L] / `k_pe` [Nq, R]
-    through `kv_b_proj` [H*(P+V), L], and attends `q` [Nq, H, P+R] to context
-    and new tokens, at most `workspace_tokens` gathered tokens at a time. An
-    fp8 cache is uint8 bytes with `cache_scale`. Returns out [Nq, H, V], or
-    (out, lse) with return_lse. `workspace`, a byte tensor of at least
-    mla_prefill_workspace_size(...) bytes, 64-byte aligned, spares the
-    library its allocation; without it the step allocates its own. GPU
-    tensors run on the backend's GPU kernels on PyTorch's current stream
-    (never run on a GPU yet)."""
-    if lse is not None and not return_lse:
-        raise InvalidArgument("lse was given but return_lse is False")
-    out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
+def plan_mla_prefill(backend, cu_seqlens_q, context_lens, block_table, block_size, workspace_tokens, packed=False):
+    """Plans one MLA prefill step for `backend` (see the C++ plan_mla_prefill):
+    the new tokens per sequence (`cu_seqlens_q`), the tokens already cached
+    (`context_lens`) in blocks of `block_size` tokens listed by `block_table`
+    [B, max_blocks], gathered at most `workspace_tokens` at a time (vLLM's
+    chunks, or with `packed` chunks filled to that many tokens, several
+    sequences to a chunk). Heads, dims, dtype and kv_lora_rank are the
+    backend's. The plan's `workspace_bytes` is what run_mla_prefill's
+    `workspace` must hold; `chunks` lists the context chunks."""
     if _tensors.is_torch(block_table):
         block_table = block_table.cpu().numpy()
     import numpy as np
@@ -276,12 +260,32 @@ def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu
     table = np.asarray(block_table)
     if table.ndim != 2 or (table.size and table.dtype.kind not in "iu"):
         raise InvalidArgument(f"block_table must be a 2-d integer array [B, max_blocks], got shape {table.shape}")
+    return backend._native.plan_mla_prefill(
+        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
+        [int(x) for x in table.reshape(-1).tolist()], int(table.shape[1]), int(block_size), int(workspace_tokens),
+        bool(packed))
+
+
+def run_mla_prefill(backend, plan, q, kv_c, k_pe, cache, kv_b_proj, cache_scale=None, out=None, lse=None,
+                    return_lse=True, workspace=None):
+    """Runs a planned MLA prefill step (see the C++ run_mla_prefill): gathers
+    each sequence's cached latents from `cache` [num_blocks, block_size, L+R]
+    as `plan` lists them, up-projects them and the new tokens' `kv_c` [Nq, L]
+    / `k_pe` [Nq, R] through `kv_b_proj` [H*(P+V), L], and attends `q`
+    [Nq, H, P+R] to context and new tokens. An fp8 cache is uint8 bytes with
+    `cache_scale`. Returns out [Nq, H, V], or (out, lse) with return_lse.
+    `workspace`, a byte tensor of at least plan.workspace_bytes bytes, 64-byte
+    aligned, spares the library every allocation; without it the step
+    allocates its own. GPU tensors run on the backend's GPU kernels on
+    PyTorch's current stream."""
+    if lse is not None and not return_lse:
+        raise InvalidArgument("lse was given but return_lse is False")
+    out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
     a = _tensors.arg
     backend._native.run_mla_prefill(
-        a(q), a(kv_c), a(k_pe), a(cache), 1.0 if cache_scale is None else float(cache_scale), a(kv_b_proj),
-        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
-        [int(x) for x in table.reshape(-1).tolist()], int(table.shape[1]), a(out), None if lse is None else a(lse),
-        None if workspace is None else a(workspace), workspace_tokens, _tensors.stream_of(q, out))
+        plan, a(q), a(kv_c), a(k_pe), a(cache), 1.0 if cache_scale is None else float(cache_scale), a(kv_b_proj),
+        a(out), None if lse is None else a(lse), None if workspace is None else a(workspace),
+        _tensors.stream_of(q, out))
     return (out, lse) if return_lse else out
 
 

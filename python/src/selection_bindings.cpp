@@ -206,22 +206,6 @@ void bind_selection(py::module_& m) {
     info["hip"] = device_backend_built(DeviceBackend::hip);
     return info;
   });
-  m.def(
-      "plan_context_chunks",
-      [](const std::vector<std::int32_t>& context_lens, std::int64_t workspace_tokens, int block_size) {
-        const ContextPlan plan = plan_context_chunks(context_lens, workspace_tokens, block_size);
-        py::list chunks;
-        for (std::size_t c = 0; c < plan.chunks.size(); ++c) {
-          py::dict chunk;
-          chunk["starts"] = plan.chunks[c].starts;
-          chunk["cu_seqlens_k"] = plan.chunks[c].cu_seqlens_k;
-          chunk["max_seqlen_k"] = plan.chunks[c].max_seqlen_k;
-          chunk["chunk_size"] = plan.chunk_size[c];
-          chunks.append(chunk);
-        }
-        return chunks;
-      },
-      py::arg("context_lens"), py::arg("workspace_tokens"), py::arg("block_size"));
   bind_registry(m);
   bind_selector(m);
 }
