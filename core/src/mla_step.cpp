@@ -278,27 +278,4 @@ void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& p
   run_checked(backend, queue, plan, inputs, outputs, workspace, out_scale, phases);
 }
 
-std::size_t mla_prefill_workspace_size(const BackendParams& params, const MlaStepMetadata& metadata, int kv_lora_rank,
-                                       int block_size, std::int64_t workspace_tokens) {
-  BackendParams planned = params;
-  planned.kv_lora_rank = kv_lora_rank;
-  return plan_mla_prefill(planned, metadata, block_size, workspace_tokens).workspace_bytes;
-}
-
-void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadata& metadata,
-                     const MlaStepInputs& inputs, const MlaStepOutputs& outputs, std::int64_t workspace_tokens,
-                     MlaStepPhases* phases) {
-  BackendParams planned = backend.params();
-  if (!inputs.kv_b_proj.empty_view() && inputs.kv_b_proj.rank == 2) {
-    planned.kv_lora_rank = static_cast<int>(inputs.kv_b_proj.size(1));
-  }
-  const int block_size = inputs.cache.rank == 3 ? static_cast<int>(inputs.cache.size(1)) : 0;
-  const MlaStepPlan plan = plan_mla_prefill(planned, metadata, block_size, workspace_tokens);
-  BackendParams checked = backend.params();
-  checked.kv_lora_rank = plan.kv_lora_rank;
-  detail::check_mla_step(plan, checked, inputs, outputs, std::nullopt);
-  run_checked(backend, queue, plan, inputs, {outputs.out, outputs.lse}, {outputs.workspace, outputs.workspace_bytes},
-              std::nullopt, phases);
-}
-
 }  // namespace mla

@@ -45,11 +45,6 @@ struct MlaStepInputs {
 struct MlaStepOutputs {
   TensorView out;  // [Nq, H, V] in the plan's dtype (float8_e4m3 with an out_scale)
   TensorView lse;  // [H, Nq] float32; empty view: not wanted
-  // The caller's workspace: mla_prefill_workspace_size() bytes or more,
-  // 64-byte aligned, in memory the queue reaches. Null (and 0 bytes): the
-  // call allocates it on the queue and frees it before it returns.
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
 };
 
 // Memory of the caller's for one step: MlaStepPlan::workspace_bytes or more,
@@ -120,15 +115,6 @@ MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata&
 MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata& metadata, int block_size,
                              const ContextPlan& chunks);
 
-// Bytes of workspace run_mla_prefill needs for `metadata` with a cache of
-// `block_size` tokens per block, `kv_lora_rank` latent values per token and
-// `workspace_tokens` gathered at a time: float32 latents, keys and values for
-// the new tokens or the largest chunk, the chunks' cache slots, and three
-// partial results when there is context. An engine sizes one workspace for
-// its largest step; a smaller step fits in it.
-std::size_t mla_prefill_workspace_size(const BackendParams& params, const MlaStepMetadata& metadata, int kv_lora_rank,
-                                       int block_size, std::int64_t workspace_tokens);
-
 // Where one run_mla_prefill's time went, in milliseconds between events on
 // its queue: gathering rows,
 // up-projecting them, attention (new tokens and context chunks), merges.
@@ -159,23 +145,5 @@ struct MlaStepPhases {
 void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
                      const MlaStepOutputs& outputs, const Workspace& workspace = {},
                      std::optional<OutputScale> out_scale = std::nullopt, MlaStepPhases* phases = nullptr);
-
-// Runs the step on `backend` and its `queue`, gathering at most
-// `workspace_tokens` context tokens at a time (plan_context_chunks). Checks
-// everything first and raises Error(invalid_argument) naming the culprit:
-// shapes and dtypes, a block id outside the cache, a context longer than its
-// row of the block table. Every tensor must be in memory the queue can reach.
-//
-// The gather and up-projection run through the backend
-// (PrefillBackend::gather_latents and project_latents): on the host for
-// REFERENCE, KOKKOS and plugins, as kernels on the GPU for the flash
-// backends. With `outputs.workspace` the call allocates nothing on the queue
-// (prepare() aside, which GPU backends do once per size). With `phases` the
-// call records events between the phases and waits for the queue at the end
-// to fill it in; without, it returns without waiting for the kernels, though
-// uploading the chunks' cache slots from the host may wait for the queue.
-void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadata& metadata,
-                     const MlaStepInputs& inputs, const MlaStepOutputs& outputs, std::int64_t workspace_tokens,
-                     MlaStepPhases* phases = nullptr);
 
 }  // namespace mla
