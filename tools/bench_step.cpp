@@ -137,8 +137,8 @@ struct StepRun {
 StepRun run_once(PrefillBackend& backend, Queue& queue, const StepProblem& problem, const MlaStepPlan& plan,
                  StepTensors& tensors) {
   StepRun run;
-  run_mla_prefill(backend, queue, plan, tensors.inputs(problem), {tensors.out.view, tensors.lse.view}, {}, std::nullopt,
-                  &run.phases);
+  run_mla_prefill(backend, queue, plan, tensors.inputs(problem), {tensors.out.view, tensors.lse.view}, {},
+                  problem.shape.scale(), std::nullopt, &run.phases);
   return run;
 }
 

@@ -178,8 +178,8 @@ namespace {
 
 // The step once its tensors have passed check_mla_step.
 void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
-                 const MlaStepOutputs& outputs, const Workspace& workspace, std::optional<OutputScale> out_scale,
-                 MlaStepPhases* phases) {
+                 const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
+                 std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
   if (out_scale && !backend.supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor)) {
     raise(ErrorCategory::not_supported, backend.name() + " cannot write float8_e4m3 output (out_scale was given)");
   }
@@ -228,7 +228,7 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
   const TensorView v_new = rows(w.v, plan.num_q_tokens);
   const bool want_lse = !outputs.lse.empty_view();
   if (plan.context.chunks.empty()) {
-    backend.run_new_tokens(queue, inputs.q, k_new, v_new, want_lse, outputs.out, out_scale,
+    backend.run_new_tokens(queue, inputs.q, k_new, v_new, scale, want_lse, outputs.out, out_scale,
                            want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt);
     clock.done(&MlaStepPhases::attention_ms);
     clock.finish();
@@ -237,7 +237,7 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
 
   // The running result moves between two partials; the last merge writes
   // the caller's out and lse.
-  backend.run_new_tokens(queue, inputs.q, k_new, v_new, true, w.first.out, std::nullopt, w.first.lse);
+  backend.run_new_tokens(queue, inputs.q, k_new, v_new, scale, true, w.first.out, std::nullopt, w.first.lse);
   clock.done(&MlaStepPhases::attention_ms);
   const Partial* running = &w.first;
   const Partial* spare = &w.second;
@@ -250,8 +250,8 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
     cached.tokens = tokens;
     cached.scale = inputs.cache.dtype == DType::float8_e4m3 ? inputs.cache_scale : 1.0f;
     fill(backend, queue, w, cached, inputs.kv_b_proj, clock);
-    backend.run_context_chunk(queue, static_cast<int>(c), inputs.q, rows(w.k, tokens), rows(w.v, tokens), w.prefix.out,
-                              w.prefix.lse);
+    backend.run_context_chunk(queue, static_cast<int>(c), inputs.q, rows(w.k, tokens), rows(w.v, tokens), scale,
+                              w.prefix.out, w.prefix.lse);
     clock.done(&MlaStepPhases::attention_ms);
     const bool last = c + 1 == plan.num_chunks();
     MergeArgs merge;
@@ -272,10 +272,10 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
 }  // namespace
 
 void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
-                     const MlaStepOutputs& outputs, const Workspace& workspace, std::optional<OutputScale> out_scale,
-                     MlaStepPhases* phases) {
+                     const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
+                     std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
   detail::check_mla_step(plan, backend.params(), inputs, outputs, out_scale);
-  run_checked(backend, queue, plan, inputs, outputs, workspace, out_scale, phases);
+  run_checked(backend, queue, plan, inputs, outputs, workspace, scale, out_scale, phases);
 }
 
 }  // namespace mla

@@ -176,19 +176,18 @@ void bind_selector(py::module_& m) {
           py::arg("dtype"), py::arg("dims"), py::arg("platform") = py::none())
       .def(
           "create",
-          [](const Selector& s, const Selection& selection, int num_heads, float scale, int kv_lora_rank,
-             const Dims& dims, const std::string& dtype, int device) {
+          [](const Selector& s, const Selection& selection, int num_heads, int kv_lora_rank, const Dims& dims,
+             const std::string& dtype, int device) {
             BackendParams params;
             params.num_heads = num_heads;
-            params.scale = scale;
             params.kv_lora_rank = kv_lora_rank;
             params.dims = dims_of(dims);
             params.dtype = parse_dtype(dtype);
             Queue queue = make_queue(selection, device);
             return std::make_shared<BackendObject>(s.create(selection, params), std::move(queue));
           },
-          py::arg("selection"), py::arg("num_heads"), py::arg("scale"), py::arg("kv_lora_rank"), py::arg("dims"),
-          py::arg("dtype"), py::arg("device") = 0);
+          py::arg("selection"), py::arg("num_heads"), py::arg("kv_lora_rank"), py::arg("dims"), py::arg("dtype"),
+          py::arg("device") = 0);
 }
 
 }  // namespace

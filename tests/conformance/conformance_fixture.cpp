@@ -140,7 +140,7 @@ void Conformance::SetUp() {
   params_.dims = shape.dims;
   params_.dtype = shape.dtype;
   params_.kv_lora_rank = 64;  // the MLA step's latent width; DeepSeek's 512 only makes the tests slower
-  params_.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dims.qk_head_dim())));
+  scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dims.qk_head_dim())));
   backend_ = entry.factory(params_);
   reference_ = detail::reference_backend_entry().factory(params_);
   rng_.seed(seed_for_current_test());
@@ -212,12 +212,13 @@ Operands Conformance::random_operands(std::int64_t nq, std::int64_t nk, bool str
   part_lens.push_back(q_lens);
 
   const AttentionResult result =
-      run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+      run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, scale_);
   std::vector<int> full_lens;
   const HostTensor full_k = concat_context(dtype(), k_parts, part_lens, full_lens);
   const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
   reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, full_lens));
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), true);
+  const AttentionResult ref =
+      reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), scale_, true);
   return matches(result, ref);
 }
 

@@ -80,7 +80,7 @@ class MlaStep : public Conformance {
   void oracle(const Step& s, std::vector<double>& out, std::vector<double>& lse) const {
     const int h_count = heads(), P = p(), R = r(), V = v_dim(), L = latent();
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
-    const double scale = params_.scale;
+    const double scale = scale_;
     const double cache_scale = s.fp8_cache ? s.cache_scale : 1.0;
     out.assign(static_cast<std::size_t>(nq * h_count * V), 0.0);
     lse.assign(static_cast<std::size_t>(h_count * nq), -INFINITY);
@@ -167,7 +167,7 @@ class MlaStep : public Conformance {
     const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
     const DeviceTensor d_out = upload(queue_, out), d_lse = upload(queue_, lse);
     MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
-    run_mla_prefill(*backend_, queue_, plan, in, {d_out.view, d_lse.view});
+    run_mla_prefill(*backend_, queue_, plan, in, {d_out.view, d_lse.view}, {}, scale_);
     download(queue_, d_out, out);
     download(queue_, d_lse, lse);
     std::vector<double> want_out, want_lse;
@@ -245,7 +245,7 @@ TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
     try {
       const DeviceTensor d_w = upload(queue_, w);
       MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, d_w.view};
-      run_mla_prefill(*backend_, queue_, plan(step, 64), in, {d_out.view, {}});
+      run_mla_prefill(*backend_, queue_, plan(step, 64), in, {d_out.view, {}}, {}, scale_);
     } catch (const Error& error) {
       EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
       return std::string(error.what());
@@ -272,7 +272,7 @@ TEST_P(MlaStep, ABackendOrTensorUnlikeThePlanIsAnErrorNamingBoth) {
   const MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
   const auto message = [&](const MlaStepPlan& plan) {
     try {
-      run_mla_prefill(*backend_, queue_, plan, in, {out.view, {}});
+      run_mla_prefill(*backend_, queue_, plan, in, {out.view, {}}, {}, scale_);
     } catch (const Error& error) {
       EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
       return std::string(error.what());
@@ -358,7 +358,7 @@ TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
       {"no context", plan(fresh, 24)}};
   for (const auto& [name, step_plan] : plans) {
     SCOPED_TRACE(name + " plan");
-    run_mla_prefill(*backend_, queue_, step_plan, in, {out.view, lse.view});
+    run_mla_prefill(*backend_, queue_, step_plan, in, {out.view, lse.view}, {}, scale_);
     const HostTensor expected_out = fetch(out.view), expected_lse = fetch(lse.view);
 
     auto counter = std::make_shared<CountingAllocator>(queue_.allocator());
@@ -371,7 +371,7 @@ TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
       queue_.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
       queue_.memset(workspace.get(), 0xff, workspace.bytes());
       const int before = counter->allocations();
-      run_mla_prefill(*backend_, counted, step_plan, in, {out.view, lse.view}, {workspace.get(), bytes});
+      run_mla_prefill(*backend_, counted, step_plan, in, {out.view, lse.view}, {workspace.get(), bytes}, scale_);
       counted.wait();
       EXPECT_EQ(counter->allocations(), before) << "allocations with a caller workspace";
       const HostTensor got_out = fetch(out.view), got_lse = fetch(lse.view);
@@ -380,7 +380,7 @@ TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
       EXPECT_EQ(std::memcmp(got_lse.storage(), expected_lse.storage(), got_lse.storage_bytes()), 0) << "lse differs";
     }
     try {
-      run_mla_prefill(*backend_, queue_, step_plan, in, {out.view, lse.view}, {workspace.get(), bytes - 1});
+      run_mla_prefill(*backend_, queue_, step_plan, in, {out.view, lse.view}, {workspace.get(), bytes - 1}, scale_);
       ADD_FAILURE() << "a short workspace was accepted";
     } catch (const Error& error) {
       EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);

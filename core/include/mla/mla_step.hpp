@@ -126,11 +126,13 @@ struct MlaStepPhases {
   double total_ms() const { return gather_ms + projection_ms + attention_ms + merge_ms; }
 };
 
-// Runs a planned step on `backend` and its `queue`. Checks the backend's
+// Runs a planned step on `backend` and its `queue`, with softmax scale
+// `scale` (finite) for the attention. Checks the backend's
 // parameters and every tensor against the plan first and raises
 // Error(invalid_argument) naming both values: shapes and dtypes, a cache of
 // other blocks, a block id outside the cache. Every tensor must be in memory
-// the queue can reach.
+// the queue can reach. Pass an empty `workspace` ({}) to let the call
+// allocate its own.
 //
 // The gather and up-projection run through the backend
 // (PrefillBackend::gather_latents and project_latents): on the host for
@@ -143,7 +145,7 @@ struct MlaStepPhases {
 // waits for the queue at the end to fill it in; without, it returns without
 // waiting for the kernels.
 void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
-                     const MlaStepOutputs& outputs, const Workspace& workspace = {},
+                     const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
                      std::optional<OutputScale> out_scale = std::nullopt, MlaStepPhases* phases = nullptr);
 
 }  // namespace mla
