@@ -122,7 +122,7 @@ class Selector:
         is the softmax scale the run methods use when a call passes none, as
         vLLM's backends take it in their constructor; the library itself
         takes a scale with every call. `dims` and `dtype` default to what the
-        selection was asked for."""
+        selection was asked for, and must be that (select again for others)."""
         dims = tuple(dims) if dims is not None else selection.dims
         dtype = _tensors.dtype_name(dtype) if dtype is not None else selection.dtype
         native = self._native.create(selection._native, num_heads, kv_lora_rank, dims, dtype, device)

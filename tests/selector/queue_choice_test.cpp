@@ -41,7 +41,7 @@ TEST(QueueChoice, FallbackToAHostBackendOnAGpuPlatformRuns) {
   for (const char* platform : {"nvidia:7.5", "amd:gfx1100"}) {
     SCOPED_TRACE(platform);
     Selector selector(Config::builtin_defaults());
-    const Selection chosen = selector.select(bf16, parse_platform(platform));
+    const Selection chosen = selector.select({DType::bfloat16, {16, 8, 16}}, parse_platform(platform));
     ASSERT_TRUE(chosen.name == "KOKKOS" || chosen.name == "REFERENCE") << chosen.name;
     EXPECT_EQ(chosen.entry.description.queue_kinds, std::vector<DeviceBackend>{DeviceBackend::host});
 
