@@ -90,7 +90,6 @@ Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<Pr
   }
   BackendParams params;
   params.num_heads = kHeads;
-  params.scale = kScale;
   params.dims = kDims;
   params.dtype = DType::float32;
   keep = mla_prefill_registry().resolve(mla_prefill_registry().parse(name)).factory(params);
@@ -109,7 +108,7 @@ Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<Pr
     const TensorView k = TensorView::contiguous(problem.k.data(), DType::float32, {n, kHeads, kDims.qk_head_dim()});
     const TensorView v = TensorView::contiguous(problem.v.data(), DType::float32, {n, kHeads, kDims.v_head_dim});
     const TensorView out = TensorView::contiguous(problem.out.data(), DType::float32, {n, kHeads, kDims.v_head_dim});
-    backend->run_new_tokens(host, q, k, v, /*return_lse=*/false, out);
+    backend->run_new_tokens(host, q, k, v, kScale, /*return_lse=*/false, out);
     host.wait();
   };
 }
@@ -204,7 +203,6 @@ Memory measure_memory(const char* self, const std::string& name, int tokens) {
 std::string kokkos_kernel_info() {
   BackendParams params;
   params.num_heads = kHeads;
-  params.scale = kScale;
   params.dims = kDims;
   params.dtype = DType::float32;
   return mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).factory(params)->kernel_info();

@@ -49,7 +49,6 @@ struct BenchProblem {
   BackendParams params() const {
     BackendParams p;
     p.num_heads = heads;
-    p.scale = scale();
     p.dims = dims;
     p.dtype = dtype;
     return p;

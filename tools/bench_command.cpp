@@ -77,14 +77,14 @@ PhaseResult download_result(Queue& queue, const AttentionResult& result) {
   return {download(queue, result.out), download(queue, result.lse)};
 }
 
-AttentionResult run_new_tokens(PrefillBackend& backend, Queue& queue, const DeviceInputs& in) {
-  return backend.run_new_tokens(queue, in.q.view, in.k.view, in.v.view, true);
+AttentionResult run_new_tokens(PrefillBackend& backend, Queue& queue, const DeviceInputs& in, float scale) {
+  return backend.run_new_tokens(queue, in.q.view, in.k.view, in.v.view, scale, true);
 }
 
-AttentionResult run_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
-                         const DeviceInputs& in) {
+AttentionResult run_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const DeviceInputs& in,
+                         float scale) {
   return run_prefill_step(backend, queue, metadata, in.q.view, in.k.view, in.v.view, {in.chunk_k.view},
-                          {in.chunk_v.view});
+                          {in.chunk_v.view}, scale);
 }
 
 struct Timing {
@@ -135,9 +135,9 @@ int run_bench(const BenchOptions& options) {
 
   Progress progress;
   const Timing new_tokens = time_phase(queue, "new tokens", options.repeats, progress,
-                                       [&] { return run_new_tokens(backend, queue, device_inputs); });
+                                       [&] { return run_new_tokens(backend, queue, device_inputs, problem.scale()); });
   const Timing step = time_phase(queue, "prefill step", options.repeats, progress,
-                                 [&] { return run_step(backend, queue, metadata, device_inputs); });
+                                 [&] { return run_step(backend, queue, metadata, device_inputs, problem.scale()); });
 
   // The oracle: the library's own REFERENCE (not a configured override) on the same inputs.
   const bool is_reference = is_builtin_reference(chosen);
@@ -150,8 +150,8 @@ int run_bench(const BenchOptions& options) {
         builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
     const DeviceInputs host_inputs(host, problem, inputs);
     reference->prepare(host, metadata);
-    reference_new = download_result(host, run_new_tokens(*reference, host, host_inputs));
-    reference_step = download_result(host, run_step(*reference, host, metadata, host_inputs));
+    reference_new = download_result(host, run_new_tokens(*reference, host, host_inputs, problem.scale()));
+    reference_step = download_result(host, run_step(*reference, host, metadata, host_inputs, problem.scale()));
   }
   progress.finish();
 

@@ -27,7 +27,6 @@ struct StepProblem {
   std::int64_t workspace_tokens = 2048;
   bool fp8_cache = false;
   float cache_scale = 1.0f / 64;  // fp8 cache: values up to 448 / 64 = 7 are representable
-  int chunks = 0;                 // of the context plan
 
   std::int64_t columns() const {
     return std::int64_t{shape.heads} * (shape.dims.qk_nope_head_dim + shape.dims.v_head_dim);
@@ -52,9 +51,6 @@ StepProblem make_step_problem(const BenchOptions& options) {
   problem.block_size = options.block_size;
   problem.workspace_tokens = options.workspace_tokens;
   problem.fp8_cache = options.fp8_cache;
-  std::vector<std::int32_t> context(problem.shape.context_lengths.begin(), problem.shape.context_lengths.end());
-  problem.chunks =
-      static_cast<int>(plan_context_chunks(context, problem.workspace_tokens, problem.block_size).chunks.size());
   return problem;
 }
 
@@ -138,11 +134,11 @@ struct StepRun {
   std::vector<float> out, lse;
 };
 
-StepRun run_once(PrefillBackend& backend, Queue& queue, const StepProblem& problem, const StepData& data,
+StepRun run_once(PrefillBackend& backend, Queue& queue, const StepProblem& problem, const MlaStepPlan& plan,
                  StepTensors& tensors) {
   StepRun run;
-  run_mla_prefill(backend, queue, data.metadata, tensors.inputs(problem), {tensors.out.view, tensors.lse.view},
-                  problem.workspace_tokens, &run.phases);
+  run_mla_prefill(backend, queue, plan, tensors.inputs(problem), {tensors.out.view, tensors.lse.view}, {},
+                  problem.shape.scale(), std::nullopt, &run.phases);
   return run;
 }
 
@@ -159,14 +155,15 @@ int run_step_bench(const BenchOptions& options) {
   PrefillBackend& backend = *chosen.backend;
   Queue& queue = chosen.queue;
   const StepData data(problem);
+  const MlaStepPlan plan = plan_mla_prefill(params, data.metadata, problem.block_size, problem.workspace_tokens);
   StepTensors tensors(queue, problem, data);
 
   Progress progress;
-  run_once(backend, queue, problem, data, tensors);  // warm-up
+  run_once(backend, queue, problem, plan, tensors);  // warm-up
   progress.report("warm-up done");
   std::vector<double> gather, projection, attention, merge, total;
   for (int i = 0; i < options.repeats; ++i) {
-    const StepRun run = run_once(backend, queue, problem, data, tensors);
+    const StepRun run = run_once(backend, queue, problem, plan, tensors);
     gather.push_back(run.phases.gather_ms);
     projection.push_back(run.phases.projection_ms);
     attention.push_back(run.phases.attention_ms);
@@ -185,7 +182,7 @@ int run_step_bench(const BenchOptions& options) {
     const std::unique_ptr<PrefillBackend> reference =
         builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
     StepTensors host_tensors(host, problem, data);
-    run_once(*reference, host, problem, data, host_tensors);
+    run_once(*reference, host, problem, plan, host_tensors);
     rel = fmt::format("{:.3e}", relative_error(out, download(host, host_tensors.out.view)));
     lse_err = fmt::format("{:.3e}", max_lse_error(lse, download(host, host_tensors.lse.view)));
   }
@@ -203,7 +200,7 @@ int run_step_bench(const BenchOptions& options) {
       problem.block_size, data.num_blocks, dtype_name(shape.dtype));
   std::cout << fmt::format("batch      new tokens {} ({}); cached {} ({})\n", lengths_text(shape.new_lengths),
                            shape.num_queries(), lengths_text(shape.context_lengths), shape.num_context());
-  std::cout << fmt::format("workspace  {} tokens: {} context chunk(s)\n", problem.workspace_tokens, problem.chunks);
+  std::cout << fmt::format("workspace  {} tokens: {} context chunk(s)\n", problem.workspace_tokens, plan.num_chunks());
   std::cout << fmt::format("timing     median of {} run(s) after 1 warm-up, events on the queue between phases\n",
                            options.repeats);
   std::cout << fmt::format("reference  {}\n\n", is_reference ? "the backend is REFERENCE itself: errors are 0 (self)"

@@ -84,7 +84,6 @@ int run_attention(const RunOptions& options) {
   Selector selector = options.selection.make_selector();
   BackendParams params;
   params.num_heads = static_cast<int>(q.size(1));
-  params.scale = options.scale;
   params.dims = dims;
   params.dtype = dtype;
   auto [selection, backend, queue] = choose_backend(selector, params, current_platform());
@@ -95,7 +94,8 @@ int run_attention(const RunOptions& options) {
   OwnedTensor v_dev = upload(queue, v.values, dtype, {v.size(0), heads, v.size(2)});
   backend->prepare(queue, metadata);
   const bool want_lse = options.lse.has_value();
-  const AttentionResult result = backend->run_new_tokens(queue, q_dev.view, k_dev.view, v_dev.view, want_lse);
+  const AttentionResult result =
+      backend->run_new_tokens(queue, q_dev.view, k_dev.view, v_dev.view, options.scale, want_lse);
   queue.wait();
 
   save_float_tensor(options.out, {q.size(0), heads, v.size(2)}, download(queue, result.out));

@@ -93,7 +93,6 @@ int run_step(const StepOptions& options) {
   Selector selector = options.selection.make_selector();
   BackendParams params;
   params.num_heads = static_cast<int>(q.size(1));
-  params.scale = options.scale;
   params.dims = dims;
   params.dtype = dtype;
   params.kv_lora_rank = static_cast<int>(w.size(1));
@@ -109,8 +108,10 @@ int run_step(const StepOptions& options) {
   OwnedTensor lse = OwnedTensor::device(queue, DType::float32, {heads, nq});
   const MlaStepInputs inputs{q_dev.view, kv_dev.view, pe_dev.view, cache.view, options.cache_scale.value_or(1.0f),
                              w_dev.view};
-  run_mla_prefill(*backend, queue, metadata, inputs, {out.view, options.lse ? lse.view : TensorView{}},
-                  options.workspace_tokens);
+  // The cache file sets the block size; the plan checks every tensor against it.
+  const MlaStepPlan plan =
+      plan_mla_prefill(params, metadata, static_cast<int>(cache.view.size(1)), options.workspace_tokens);
+  run_mla_prefill(*backend, queue, plan, inputs, {out.view, options.lse ? lse.view : TensorView{}}, {}, options.scale);
   queue.wait();
 
   save_float_tensor(options.out, {nq, heads, dims.v_head_dim}, download(queue, out.view));

@@ -95,31 +95,32 @@ void GpuFlashBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& 
 }
 
 AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
-                                                const TensorView& v, bool return_lse, std::optional<TensorView> out,
-                                                std::optional<OutputScale> out_scale, std::optional<TensorView> lse) {
+                                                const TensorView& v, float scale, bool return_lse,
+                                                std::optional<TensorView> out, std::optional<OutputScale> out_scale,
+                                                std::optional<TensorView> lse) {
   require_queue(queue, "run_new_tokens", true);
-  check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
+  check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
   check_kernel_layout(q, "q");
   check_kernel_layout(k, "k");
   check_kernel_layout(v, "v");
   if (out) check_kernel_layout(*out, "out");
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
   AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
-  launch(queue, device_metadata_.new_tokens(), q, k, v, result, out_scale);
+  launch(queue, device_metadata_.new_tokens(), q, k, v, scale, result, out_scale);
   return result;
 }
 
 AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
-                                                   const TensorView& k, const TensorView& v,
+                                                   const TensorView& k, const TensorView& v, float scale,
                                                    std::optional<TensorView> out, std::optional<TensorView> lse) {
   require_queue(queue, "run_context_chunk", true);
-  check_chunk_args(queue, chunk_index, q, k, v, out, lse);
+  check_chunk_args(queue, chunk_index, q, k, v, scale, out, lse);
   check_kernel_layout(q, "q");
   check_kernel_layout(k, "chunk k");
   check_kernel_layout(v, "chunk v");
   if (out) check_kernel_layout(*out, "chunk out");
   AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
-  launch(queue, device_metadata_.chunk(chunk_index), q, k, v, result, std::nullopt);
+  launch(queue, device_metadata_.chunk(chunk_index), q, k, v, scale, result, std::nullopt);
   return result;
 }
 
@@ -144,7 +145,8 @@ void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, c
 }
 
 void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
-                             const TensorView& v, const AttentionResult& result, std::optional<OutputScale> out_scale) {
+                             const TensorView& v, float scale, const AttentionResult& result,
+                             std::optional<OutputScale> out_scale) {
   // Queues over one stream (copies, a borrowed stream wrapped twice, a queue
   // with the caller's allocator) are already ordered.
   if (prepared_queue_ && prepared_queue_->native_stream() != queue.native_stream()) {
@@ -178,7 +180,7 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   p.tiles_per_seq = phase.tiles_per_seq;
   p.num_heads = params().num_heads;
   p.causal = phase.causal;
-  p.scale_log2 = params().scale * numeric::log2e;
+  p.scale_log2 = scale * numeric::log2e;
   p.out_fp8 = out_scale.has_value();
   p.out_scale = out_scale ? out_scale->value : 1.0f;
   p.out_scale_ptr = out_scale ? out_scale->device : nullptr;

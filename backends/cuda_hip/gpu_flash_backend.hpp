@@ -50,11 +50,11 @@ class GpuFlashBackend final : public PrefillBackend {
   // Binds the caller's device arrays: nothing is copied, allocated or waited for.
   void prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) override;
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                 float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt) override;
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, std::optional<TensorView> out = std::nullopt,
+                                    const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
                                     std::optional<TensorView> lse = std::nullopt) override;
   void merge_attn_states(Queue& queue, const MergeArgs& args) override;
   void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
@@ -70,7 +70,7 @@ class GpuFlashBackend final : public PrefillBackend {
   void require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
   void check_kernel_layout(const TensorView& view, const char* what) const;
   void launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
-              const TensorView& v, const AttentionResult& result, std::optional<OutputScale> out_scale);
+              const TensorView& v, float scale, const AttentionResult& result, std::optional<OutputScale> out_scale);
 
   FlashVendor vendor_;
   KernelTile tile_;

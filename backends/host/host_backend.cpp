@@ -31,10 +31,10 @@ void HostBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
 bool HostBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
 
 AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                            bool return_lse, std::optional<TensorView> out,
+                                            float scale, bool return_lse, std::optional<TensorView> out,
                                             std::optional<OutputScale> out_scale, std::optional<TensorView> lse) {
   require_host_queue(*this, queue, "run_new_tokens");
-  check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
+  check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
   const PrefillMetadata& meta = metadata();
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
   AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype, lse);
@@ -45,7 +45,7 @@ AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, c
   problem.cu_q = &meta.cu_seqlens_q;
   problem.cu_k = &meta.cu_seqlens_k;
   problem.causal = meta.causal;
-  problem.scale = params().scale;
+  problem.scale = scale;
   problem.out = result.out;
   problem.out_scale = host_scale(queue, out_scale);
   problem.lse = result.lse;
@@ -54,10 +54,10 @@ AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, c
 }
 
 AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                               const TensorView& v, std::optional<TensorView> out,
+                                               const TensorView& v, float scale, std::optional<TensorView> out,
                                                std::optional<TensorView> lse) {
   require_host_queue(*this, queue, "run_context_chunk");
-  check_chunk_args(queue, chunk_index, q, k, v, out, lse);
+  check_chunk_args(queue, chunk_index, q, k, v, scale, out, lse);
   const PrefillMetadata& meta = metadata();
   AttentionResult result = allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, out, params().dtype, lse);
   HostAttentionProblem problem;
@@ -67,7 +67,7 @@ AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, co
   problem.cu_q = &meta.cu_seqlens_q;
   problem.cu_k = &meta.chunks[static_cast<std::size_t>(chunk_index)].cu_seqlens_k;
   problem.causal = false;
-  problem.scale = params().scale;
+  problem.scale = scale;
   problem.out = result.out;
   problem.lse = result.lse;
   attention(problem);

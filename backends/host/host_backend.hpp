@@ -33,11 +33,11 @@ class HostBackend : public PrefillBackend {
 
   void prepare(Queue& queue, const PrefillMetadata& metadata) override;
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                 float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt) override;
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, std::optional<TensorView> out = std::nullopt,
+                                    const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
                                     std::optional<TensorView> lse = std::nullopt) override;
   void merge_attn_states(Queue& queue, const MergeArgs& args) override;
   // Both host kernels write fp8 e4m3 output with a static per-tensor scale.

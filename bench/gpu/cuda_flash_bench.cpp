@@ -92,6 +92,9 @@ TensorView view(void* data, std::int64_t tokens, int heads, int dim) {
   return TensorView::contiguous(data, dtype, {tokens, heads, dim}, MemoryKind::device);
 }
 
+// DeepSeek-V3's softmax scale: 192^-0.5 * mscale^2.
+constexpr float kScale = 0.1352337788608801f;
+
 std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::vector<int>& lengths, const char* batch,
@@ -102,7 +105,6 @@ void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::v
   params.num_heads = heads;
   params.dims = dims;
   params.dtype = dtype;
-  params.scale = 0.1352337788608801f;  // DeepSeek-V3: 192^-0.5 * mscale^2
   auto backend = detail::cuda_flash_backend_entry().factory(params);
   backend->prepare(queue, metadata);
 
@@ -118,7 +120,7 @@ void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::v
     const std::size_t base = spare / rotations * static_cast<std::size_t>(rotation) / 256 * 256;
     backend->run_new_tokens(queue, view(pool.at(base), tokens, heads, dims.qk_head_dim()),
                             view(pool.at(base + q_bytes), tokens, heads, dims.qk_head_dim()),
-                            view(pool.at(base + 2 * q_bytes), tokens, heads, dims.v_head_dim), false, out_view);
+                            view(pool.at(base + 2 * q_bytes), tokens, heads, dims.v_head_dim), kScale, false, out_view);
   };
   for (int i = 0; i < 3; ++i) run(i % rotations);
   std::vector<double> ms;
@@ -140,7 +142,6 @@ void merge_row(Queue& queue, const RandomPool& pool, std::int64_t tokens, int he
   params.num_heads = heads;
   params.dims = dims;
   params.dtype = dtype;
-  params.scale = 0.1352337788608801f;
   auto backend = detail::cuda_flash_backend_entry().factory(params);
   const int dv = dims.v_head_dim;
   const std::size_t out_bytes = static_cast<std::size_t>(tokens) * heads * dv * 2;

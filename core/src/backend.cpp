@@ -104,6 +104,10 @@ void check_out_dtype(const TensorView& out, DType input_dtype, const std::option
   }
 }
 
+void check_softmax_scale(float scale) {
+  if (!std::isfinite(scale)) bad_argument("scale must be finite; got " + std::to_string(scale));
+}
+
 std::size_t allocation_bytes(std::int64_t elements, DType dtype) {
   return static_cast<std::size_t>(elements) * dtype_size(dtype);
 }
@@ -203,7 +207,6 @@ PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
     bad_argument("MLA dims must be positive; got " + to_string(d));
   if (params.kv_lora_rank < 0)
     bad_argument("kv_lora_rank must not be negative; got " + std::to_string(params.kv_lora_rank));
-  if (!std::isfinite(params.scale)) bad_argument("scale must be finite; got " + std::to_string(params.scale));
   if (params.dtype == DType::float8_e4m3)
     bad_argument("float8_e4m3 is an output dtype only; q, k and v must be float32, float16 or bfloat16");
 }
@@ -249,11 +252,12 @@ const StepSizes& PrefillBackend::step_sizes() const {
 
 bool PrefillBackend::supports_quant_output(QuantKey /*key*/) const { return false; }
 
-void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
+void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                                            const std::optional<TensorView>& out,
                                            const std::optional<OutputScale>& out_scale,
                                            const std::optional<TensorView>& lse) const {
   const StepSizes& meta = step_sizes();
+  check_softmax_scale(scale);
   const std::int64_t heads = params_.num_heads;
   const std::int64_t dqk = params_.dims.qk_head_dim();
   const std::int64_t dv = params_.dims.v_head_dim;
@@ -272,10 +276,10 @@ void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView
 }
 
 void PrefillBackend::check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k,
-                                           const TensorView& v, const std::optional<TensorView>& out,
+                                           const TensorView& v, float scale, const std::optional<TensorView>& out,
                                            const std::optional<OutputScale>& out_scale,
                                            const std::optional<TensorView>& lse) const {
-  check_new_tokens_args(q, k, v, out, out_scale, lse);
+  check_new_tokens_args(q, k, v, scale, out, out_scale, lse);
   check_accessible(queue, q, "q");
   check_accessible(queue, k, "k");
   check_accessible(queue, v, "v");
@@ -284,9 +288,10 @@ void PrefillBackend::check_new_tokens_args(const Queue& queue, const TensorView&
 }
 
 void PrefillBackend::check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
-                                      const std::optional<TensorView>& out,
+                                      float scale, const std::optional<TensorView>& out,
                                       const std::optional<TensorView>& lse) const {
   const StepSizes& meta = step_sizes();
+  check_softmax_scale(scale);
   if (chunk_index < 0 || static_cast<std::size_t>(chunk_index) >= meta.chunk_k_tokens.size()) {
     bad_argument("chunk_index " + std::to_string(chunk_index) + " is out of range: the metadata has " +
                  std::to_string(meta.chunk_k_tokens.size()) + " context chunks");
@@ -311,9 +316,9 @@ void PrefillBackend::check_chunk_args(int chunk_index, const TensorView& q, cons
 }
 
 void PrefillBackend::check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                      const TensorView& v, const std::optional<TensorView>& out,
+                                      const TensorView& v, float scale, const std::optional<TensorView>& out,
                                       const std::optional<TensorView>& lse) const {
-  check_chunk_args(chunk_index, q, k, v, out, lse);
+  check_chunk_args(chunk_index, q, k, v, scale, out, lse);
   check_accessible(queue, q, "q");
   check_accessible(queue, k, "chunk k");
   check_accessible(queue, v, "chunk v");

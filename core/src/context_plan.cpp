@@ -3,11 +3,37 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "mla/error.hpp"
+#include "mla/problem.hpp"
 
 namespace mla {
 namespace {
+
+[[noreturn]] void bad(const std::string& message) { raise(ErrorCategory::invalid_argument, message); }
+
+void check_lengths(const std::vector<std::int32_t>& context_lens) {
+  for (std::size_t b = 0; b < context_lens.size(); ++b) {
+    if (context_lens[b] < 0) {
+      bad("context_lens[" + std::to_string(b) + "] = " + std::to_string(context_lens[b]) + " is negative");
+    }
+  }
+}
+
+// cu_seqlens_k and max_seqlen_k of a chunk whose runs are `lengths`.
+void finish_chunk(const std::vector<std::int32_t>& lengths, ContextChunk& out) {
+  out.cu_seqlens_k.assign(1, 0);
+  std::int64_t total = 0;
+  for (std::int32_t length : lengths) {
+    total += length;
+    if (total > std::numeric_limits<std::int32_t>::max()) {
+      bad("a context chunk of more than 2^31-1 tokens does not fit int32 cu_seqlens; use a smaller workspace");
+    }
+    out.cu_seqlens_k.push_back(static_cast<std::int32_t>(total));
+    out.max_seqlen_k = std::max(out.max_seqlen_k, static_cast<int>(length));
+  }
+}
 
 void check_plan_args(const std::vector<std::int32_t>& context_lens, std::int64_t workspace_tokens, int block_size) {
   if (block_size < 1) {
@@ -18,12 +44,7 @@ void check_plan_args(const std::vector<std::int32_t>& context_lens, std::int64_t
                                                " tokens cannot hold one block of " + std::to_string(block_size) +
                                                " tokens");
   }
-  for (std::size_t b = 0; b < context_lens.size(); ++b) {
-    if (context_lens[b] < 0) {
-      raise(ErrorCategory::invalid_argument,
-            "context_lens[" + std::to_string(b) + "] = " + std::to_string(context_lens[b]) + " is negative");
-    }
-  }
+  check_lengths(context_lens);
 }
 
 // The chunks of one group of sequences, each taking `chunk` tokens of every
@@ -44,18 +65,7 @@ void plan_group(const std::vector<std::int32_t>& context_lens, const std::vector
       out.starts[b] = static_cast<std::int32_t>(std::min<std::int64_t>(start, context_lens[b]));
       lengths[b] = static_cast<std::int32_t>(std::max<std::int64_t>(end - start, 0));
     }
-    out.cu_seqlens_k.assign(1, 0);
-    std::int64_t total = 0;
-    for (std::int32_t length : lengths) {
-      total += length;
-      if (total > std::numeric_limits<std::int32_t>::max()) {
-        raise(ErrorCategory::invalid_argument,
-              "a context chunk of more than 2^31-1 tokens does not fit int32 "
-              "cu_seqlens; use a smaller workspace");
-      }
-      out.cu_seqlens_k.push_back(static_cast<std::int32_t>(total));
-      out.max_seqlen_k = std::max(out.max_seqlen_k, static_cast<int>(length));
-    }
+    finish_chunk(lengths, out);
     plan.chunk_size.push_back(chunk);
     plan.chunks.push_back(std::move(out));
   }
@@ -84,6 +94,88 @@ ContextPlan plan_context_chunks(const std::vector<std::int32_t>& context_lens, s
     plan_group(context_lens, group, chunk, plan);
   }
   return plan;
+}
+
+ContextPlan pack_context_chunks(const std::vector<std::int32_t>& context_lens, std::int64_t workspace_tokens) {
+  if (workspace_tokens < 1) {
+    bad("a workspace of " + std::to_string(workspace_tokens) + " tokens cannot hold one context token");
+  }
+  check_lengths(context_lens);
+  const std::size_t batch = context_lens.size();
+  ContextPlan plan;
+  ContextChunk chunk;
+  std::vector<std::int32_t> lengths(batch, 0);
+  std::int64_t filled = 0;
+  const auto close_chunk = [&] {
+    finish_chunk(lengths, chunk);
+    plan.chunk_size.push_back(filled);
+    plan.chunks.push_back(std::move(chunk));
+    chunk = ContextChunk{};
+    lengths.assign(batch, 0);
+    filled = 0;
+  };
+  chunk.starts.assign(batch, 0);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::int64_t next = 0;  // first token of sequence b not yet in a chunk
+    while (next < context_lens[b]) {
+      if (filled == workspace_tokens) {
+        close_chunk();
+        chunk.starts.assign(batch, 0);
+      }
+      const std::int64_t take = std::min<std::int64_t>(context_lens[b] - next, workspace_tokens - filled);
+      chunk.starts[b] = static_cast<std::int32_t>(next);
+      lengths[b] = static_cast<std::int32_t>(take);
+      filled += take;
+      next += take;
+    }
+  }
+  if (filled > 0) close_chunk();
+  return plan;
+}
+
+void check_context_plan(const ContextPlan& plan, const std::vector<std::int32_t>& context_lens) {
+  check_lengths(context_lens);
+  const std::size_t batch = context_lens.size();
+  // Per sequence, its runs (start, length) over all chunks.
+  std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>> runs(batch);
+  for (std::size_t c = 0; c < plan.chunks.size(); ++c) {
+    const ContextChunk& chunk = plan.chunks[c];
+    const std::string name = "context chunk " + std::to_string(c);
+    if (chunk.starts.size() != batch || chunk.cu_seqlens_k.size() != batch + 1) {
+      bad(name + " has " + std::to_string(chunk.starts.size()) + " starts and " +
+          std::to_string(chunk.cu_seqlens_k.size()) + " cu_seqlens_k entries; the step has " + std::to_string(batch) +
+          " sequences");
+    }
+    check_cu_seqlens(chunk.cu_seqlens_k, (name + " cu_seqlens_k").c_str());
+    for (std::size_t b = 0; b < batch; ++b) {
+      const std::int32_t start = chunk.starts[b], length = chunk.length(b);
+      if (length > chunk.max_seqlen_k) {
+        bad(name + ": sequence " + std::to_string(b) + " has " + std::to_string(length) +
+            " tokens, more than its max_seqlen_k " + std::to_string(chunk.max_seqlen_k));
+      }
+      if (length == 0) continue;
+      if (start < 0 || std::int64_t{start} + length > context_lens[b]) {
+        bad(name + ": sequence " + std::to_string(b) + "'s tokens [" + std::to_string(start) + ", " +
+            std::to_string(std::int64_t{start} + length) + ") are not inside its " + std::to_string(context_lens[b]) +
+            " context tokens");
+      }
+      runs[b].emplace_back(start, length);
+    }
+  }
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::sort(runs[b].begin(), runs[b].end());
+    std::int64_t covered = 0;
+    for (const auto& [start, length] : runs[b]) {
+      if (start != covered) {
+        bad("the context chunks " + std::string(start < covered ? "cover twice" : "miss") + " context token " +
+            std::to_string(std::min<std::int64_t>(start, covered)) + " of sequence " + std::to_string(b));
+      }
+      covered += length;
+    }
+    if (covered != context_lens[b]) {
+      bad("the context chunks miss context token " + std::to_string(covered) + " of sequence " + std::to_string(b));
+    }
+  }
 }
 
 }  // namespace mla

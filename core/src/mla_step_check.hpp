@@ -1,22 +1,21 @@
-// The checks of run_mla_prefill, before any work: internal to core.
+// The checks of the MLA step: the metadata when it is planned, the backend
+// and the tensors against the plan when it runs. Internal to core.
 #pragma once
 
-#include <cstdint>
+#include <optional>
 
 #include "mla/mla_step.hpp"
 
 namespace mla::detail {
 
-// The sizes of a checked step.
-struct MlaStepShape {
-  std::int64_t num_q = 0;
-  int heads = 0, p = 0, r = 0, v = 0, latent = 0;
-  std::int64_t num_blocks = 0;
-  int block_size = 0;
-};
+// Raises Error(invalid_argument) naming what is wrong with `metadata` for a
+// cache of `block_size` tokens per block; returns the largest block id the
+// step reads and where it is.
+BlockTableEntry check_step_metadata(const MlaStepMetadata& metadata, int block_size);
 
-// Raises Error(invalid_argument) naming what is wrong; returns the sizes.
-MlaStepShape check_mla_step(const BackendParams& params, const MlaStepMetadata& metadata, const MlaStepInputs& inputs,
-                            const MlaStepOutputs& outputs);
+// Raises Error(invalid_argument) naming both values where `backend`'s
+// parameters or a tensor disagree with `plan`.
+void check_mla_step(const MlaStepPlan& plan, const BackendParams& backend, const MlaStepInputs& inputs,
+                    const MlaStepOutputs& outputs, const std::optional<OutputScale>& out_scale);
 
 }  // namespace mla::detail

@@ -125,13 +125,14 @@ struct CMetadata {
   }
 };
 
-mla_plugin_attention_args attention_args(const TensorView& q, const TensorView& k, const TensorView& v,
+mla_plugin_attention_args attention_args(const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                                          const AttentionResult& result, const PrefillMetadata& metadata,
                                          const std::vector<std::int32_t>& cu_seqlens_k, int max_seqlen_k, bool causal) {
   mla_plugin_attention_args args{};
   args.q = c_tensor(q);
   args.k = c_tensor(k);
   args.v = c_tensor(v);
+  args.scale = scale;
   args.out = c_tensor(result.out);
   args.lse = c_tensor(result.lse);
   args.batch_size = metadata.batch_size();
@@ -149,7 +150,6 @@ class PluginBackend final : public PrefillBackend {
       : PrefillBackend(params), spec_(std::move(spec)) {
     mla_plugin_params c{};
     c.num_heads = params.num_heads;
-    c.scale = params.scale;
     c.kv_lora_rank = params.kv_lora_rank;
     c.dims = {params.dims.qk_nope_head_dim, params.dims.qk_rope_head_dim, params.dims.v_head_dim};
     c.dtype = c_dtype(params.dtype);
@@ -171,14 +171,14 @@ class PluginBackend final : public PrefillBackend {
   }
 
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 bool return_lse, std::optional<TensorView> out, std::optional<OutputScale> out_scale,
-                                 std::optional<TensorView> lse) override {
-    check_new_tokens_args(queue, q, k, v, out, out_scale, lse);
+                                 float scale, bool return_lse, std::optional<TensorView> out,
+                                 std::optional<OutputScale> out_scale, std::optional<TensorView> lse) override {
+    check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
     const PrefillMetadata& meta = metadata();
     const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
     AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype, lse);
     mla_plugin_attention_args args =
-        attention_args(q, k, v, result, meta, meta.cu_seqlens_k, meta.max_seqlen_k, meta.causal);
+        attention_args(q, k, v, scale, result, meta, meta.cu_seqlens_k, meta.max_seqlen_k, meta.causal);
     args.has_out_scale = out_scale ? 1 : 0;
     args.out_scale = c_scale(queue, out_scale);
     const mla_plugin_queue c_q = c_queue(queue);
@@ -188,14 +188,14 @@ class PluginBackend final : public PrefillBackend {
   }
 
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, std::optional<TensorView> out,
+                                    const TensorView& v, float scale, std::optional<TensorView> out,
                                     std::optional<TensorView> lse) override {
-    check_chunk_args(queue, chunk_index, q, k, v, out, lse);
+    check_chunk_args(queue, chunk_index, q, k, v, scale, out, lse);
     const PrefillMetadata& meta = metadata();
     const PrefillMetadata::Chunk& chunk = meta.chunks[static_cast<std::size_t>(chunk_index)];
     AttentionResult result = allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, out, params().dtype, lse);
     const mla_plugin_attention_args args =
-        attention_args(q, k, v, result, meta, chunk.cu_seqlens_k, chunk.max_seqlen_k, /*causal=*/false);
+        attention_args(q, k, v, scale, result, meta, chunk.cu_seqlens_k, chunk.max_seqlen_k, /*causal=*/false);
     const mla_plugin_queue c_q = c_queue(queue);
     Message message;
     check(spec_->ops.run_context_chunk(instance_, &c_q, chunk_index, &args, message.data(), message.size()),

@@ -68,7 +68,7 @@ std::size_t workspace_size(const BackendParams& params, std::int64_t num_q, std:
 template <class Prepare>
 void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::size_t chunks, Prepare&& prepare,
               const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-              const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
+              const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
   check_chunk_views(chunks, chunk_k, chunk_v);
   const BackendParams& params = backend.params();
   detail::check_workspace("run_prefill_step", "prefill_step_workspace_size", buffers.workspace, buffers.workspace_bytes,
@@ -80,7 +80,7 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
 
   prepare();
   if (chunks == 0) {
-    backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true, result.out, std::nullopt, result.lse);
+    backend.run_new_tokens(queue, q, k, v, scale, /*return_lse=*/true, result.out, std::nullopt, result.lse);
     return;
   }
   // Each merge reads one buffer and writes the other; the new tokens start in
@@ -89,9 +89,9 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
   const Partial& spare = work.spare;
   Partial current = chunks % 2 == 0 ? result : spare;
   Partial next = chunks % 2 == 0 ? spare : result;
-  backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true, current.out, std::nullopt, current.lse);
+  backend.run_new_tokens(queue, q, k, v, scale, /*return_lse=*/true, current.out, std::nullopt, current.lse);
   for (std::size_t c = 0; c < chunks; ++c) {
-    backend.run_context_chunk(queue, static_cast<int>(c), q, chunk_k[c], chunk_v[c], context.out, context.lse);
+    backend.run_context_chunk(queue, static_cast<int>(c), q, chunk_k[c], chunk_v[c], scale, context.out, context.lse);
     MergeArgs args;
     args.prefix_out = context.out;
     args.prefix_lse = context.lse;
@@ -116,24 +116,25 @@ std::size_t prefill_step_workspace_size(const BackendParams& params, const Devic
 
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
   run_step(
       backend, queue, metadata.num_q_tokens(), metadata.chunks.size(), [&] { backend.prepare(queue, metadata); }, q, k,
-      v, chunk_k, chunk_v, buffers);
+      v, chunk_k, chunk_v, scale, buffers);
 }
 
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers) {
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
   check_device_metadata(metadata);
   run_step(
       backend, queue, metadata.num_q_tokens, metadata.chunks.size(), [&] { backend.prepare_device(queue, metadata); },
-      q, k, v, chunk_k, chunk_v, buffers);
+      q, k, v, chunk_k, chunk_v, scale, buffers);
 }
 
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
-                                 const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v) {
+                                 const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
+                                 float scale) {
   check_chunk_views(metadata.chunks.size(), chunk_k, chunk_v);
   check_metadata(metadata);
   const BackendParams& params = backend.params();
@@ -154,7 +155,7 @@ AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const Pr
   PrefillStepBuffers buffers{result.out, result.lse, nullptr, prefill_step_workspace_size(params, metadata)};
   UsmBuffer workspace = UsmBuffer::device(queue, buffers.workspace_bytes);
   buffers.workspace = workspace.get();
-  run_prefill_step(backend, queue, metadata, q, k, v, chunk_k, chunk_v, buffers);
+  run_prefill_step(backend, queue, metadata, q, k, v, chunk_k, chunk_v, scale, buffers);
   return result;
 }
 

@@ -248,6 +248,7 @@ Selection Selector::select(const SelectorConfig& request, const DeviceCapability
   Selection selection = !platform.capability_known ? select_default(config_, platform, choice)
                         : choice.name              ? select_explicit(request, platform, choice, rule)
                                                    : select_auto(request, platform, rule);
+  selection.request = request;
 
   std::lock_guard lock(cache_->mutex);
   if (cache_->generation == generation) cache_->entries.emplace(key, selection);
@@ -279,6 +280,12 @@ std::unique_ptr<PrefillBackend> Selector::create(const Selection& selection, con
   if (!selection.entry.factory) {
     raise(ErrorCategory::invalid_argument, "Selection of " + (selection.name.empty() ? "no backend" : selection.name) +
                                                " holds no factory; pass a Selection returned by select()");
+  }
+  const SelectorConfig asked{params.dtype, params.dims};
+  if (asked != selection.request) {
+    raise(ErrorCategory::invalid_argument, "Selection of " + selection.name + " was made for " +
+                                               to_string(selection.request) + " but the params ask for " +
+                                               to_string(asked) + "; select again for them");
   }
   std::unique_ptr<PrefillBackend> backend = selection.entry.factory(params);
   if (!backend) raise(ErrorCategory::internal, "The factory of " + selection.name + " returned no backend");

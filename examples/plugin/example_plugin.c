@@ -159,7 +159,7 @@ static int attention(const example_backend* backend, const mla_plugin_attention_
   const int64_t heads = backend->params.num_heads;
   const int64_t dqk = backend->params.dims.qk_nope_head_dim + backend->params.dims.qk_rope_head_dim;
   const int64_t dv = backend->params.dims.v_head_dim;
-  const float scale = backend->params.scale;
+  const float scale = a->scale;
   const int has_lse = a->lse.rank != 0;
   float* scores = (float*)malloc(sizeof(float) * (size_t)(a->max_seqlen_k > 0 ? a->max_seqlen_k : 1));
   float* acc = (float*)malloc(sizeof(float) * (size_t)dv);

@@ -116,14 +116,17 @@ class Selector:
         """Every backend with its availability, reasons and priority."""
         return self._native.report(_tensors.dtype_name(dtype), tuple(dims), platform)
 
-    def create(self, selection, num_heads, scale, kv_lora_rank=512, dims=None, dtype=None, device=0):
-        """A backend of `selection` for `num_heads` heads and softmax `scale`,
-        on the queue the backend runs on (GPU `device` for GPU backends).
-        `dims` and `dtype` default to what the selection was asked for."""
+    def create(self, selection, num_heads, scale=None, kv_lora_rank=512, dims=None, dtype=None, device=0):
+        """A backend of `selection` for `num_heads` heads, on the queue the
+        backend runs on (GPU `device` for GPU backends). `scale`, when given,
+        is the softmax scale the run methods use when a call passes none, as
+        vLLM's backends take it in their constructor; the library itself
+        takes a scale with every call. `dims` and `dtype` default to what the
+        selection was asked for, and must be that (select again for others)."""
         dims = tuple(dims) if dims is not None else selection.dims
         dtype = _tensors.dtype_name(dtype) if dtype is not None else selection.dtype
-        native = self._native.create(selection._native, num_heads, float(scale), kv_lora_rank, dims, dtype, device)
-        return Backend(native)
+        native = self._native.create(selection._native, num_heads, kv_lora_rank, dims, dtype, device)
+        return Backend(native, None if scale is None else float(scale))
 
 
 class Backend:
@@ -134,12 +137,12 @@ class Backend:
     are otherwise allocated like the inputs: PyTorch tensors on q's device, or
     NumPy arrays. A backend may be shared between threads; calls take turns."""
 
-    def __init__(self, native):
+    def __init__(self, native, scale=None):
         self._native = native
+        self.scale = scale  # the softmax scale of calls that pass none
 
     name = property(lambda self: self._native.name)
     num_heads = property(lambda self: self._native.num_heads)
-    scale = property(lambda self: self._native.scale)
     dtype = property(lambda self: self._native.dtype)
     dims = property(lambda self: self._native.dims)
     kv_lora_rank = property(lambda self: self._native.kv_lora_rank)
@@ -166,6 +169,12 @@ class Backend:
             causal,
         )
 
+    def _scale(self, scale):
+        scale = self.scale if scale is None else scale
+        if scale is None:
+            raise InvalidArgument("no softmax scale: pass scale= here or to Selector.create")
+        return float(scale)
+
     def _outputs(self, q, out, lse, want_lse, out_dtype):
         num_q, heads = _tensors.require_tensor(q, "q").shape[:2]
         if out is None:
@@ -174,25 +183,28 @@ class Backend:
             lse = _tensors.empty(q, (heads, num_q), "float32")
         return out, lse
 
-    def run_new_tokens(self, q, k, v, return_lse=True, out=None, lse=None, output_scale=None):
-        """Causal varlen attention of the new tokens. Returns out, or (out,
-        lse) with return_lse. With `output_scale` (a float, or a one-element
-        float32 tensor read when the kernel runs) the output is fp8 e4m3."""
+    def run_new_tokens(self, q, k, v, return_lse=True, out=None, lse=None, output_scale=None, scale=None):
+        """Causal varlen attention of the new tokens, softmax of `scale` * q.k
+        (default: the backend's scale). Returns out, or (out, lse) with
+        return_lse. With `output_scale` (a float, or a one-element float32
+        tensor read when the kernel runs) the output is fp8 e4m3."""
         if lse is not None and not return_lse:
             raise InvalidArgument("lse was given but return_lse is False")
+        softmax_scale = self._scale(scale)
         out_dtype = "float8_e4m3" if output_scale is not None else self.dtype
         out, lse = self._outputs(q, out, lse, return_lse, out_dtype)
         a = _tensors.arg
-        self._native.run_new_tokens(a(q), a(k), a(v), return_lse, a(out), None if lse is None else a(lse),
+        self._native.run_new_tokens(a(q), a(k), a(v), softmax_scale, return_lse, a(out), None if lse is None else a(lse),
                                     a(output_scale), _tensors.stream_of(q, out))
         return (out, lse) if return_lse else out
 
-    def run_context_chunk(self, index, q, k, v, out=None, lse=None):
-        """Non-causal attention of every query against context chunk `index`.
-        Returns (out, lse)."""
+    def run_context_chunk(self, index, q, k, v, out=None, lse=None, scale=None):
+        """Non-causal attention of every query against context chunk `index`
+        (`scale` as for run_new_tokens). Returns (out, lse)."""
+        softmax_scale = self._scale(scale)
         out, lse = self._outputs(q, out, lse, True, self.dtype)
         a = _tensors.arg
-        self._native.run_context_chunk(index, a(q), a(k), a(v), a(out), a(lse), _tensors.stream_of(q, out))
+        self._native.run_context_chunk(index, a(q), a(k), a(v), softmax_scale, a(out), a(lse), _tensors.stream_of(q, out))
         return out, lse
 
     def merge_attn_states(self, prefix_output, prefix_lse, suffix_output, suffix_lse, output=None,
@@ -221,9 +233,10 @@ class Backend:
 
 
 def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=(), out=None, lse=None,
-                     return_lse=True, workspace=None, causal=True):
+                     return_lse=True, workspace=None, causal=True, scale=None):
     """One whole prefill step, as vLLM's forward_mha: causal attention of the
-    new tokens, then each context chunk, merged. `context` is a sequence of
+    new tokens, then each context chunk, merged, with softmax `scale`
+    (default: the backend's). `context` is a sequence of
     (cu_seqlens_k, k, v) per chunk. Returns out, or (out, lse) with
     return_lse. The workspace (allocated like q unless given: a byte tensor
     of backend.workspace_size(...) bytes, 64-byte aligned) and the outputs
@@ -233,42 +246,28 @@ def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=
     cu_k = None if cu_seqlens_k is None else _tensors.int_list(cu_seqlens_k, "cu_seqlens_k")
     if lse is not None and not return_lse:
         raise InvalidArgument("lse was given but return_lse is False")
+    softmax_scale = backend._scale(scale)
     out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
     if workspace is None and chunk_cu:
         workspace = _tensors.aligned_bytes(q, backend._native.workspace_size(cu_q, cu_k, chunk_cu))
     a = _tensors.arg
     backend._native.run_prefill_step(
-        a(q), a(k), a(v), cu_q, cu_k, chunk_cu, [a(c[1]) for c in context], [a(c[2]) for c in context], a(out),
+        a(q), a(k), a(v), cu_q, cu_k, chunk_cu, [a(c[1]) for c in context], [a(c[2]) for c in context],
+        softmax_scale, a(out),
         None if lse is None else a(lse), None if workspace is None else a(workspace), causal,
         _tensors.stream_of(q, out))
     return (out, lse) if return_lse else out
 
 
-def mla_prefill_workspace_size(backend, cu_seqlens_q, context_lens, kv_lora_rank, block_size, workspace_tokens):
-    """Bytes of workspace run_mla_prefill needs for this step (see the C++
-    mla_prefill_workspace_size); a workspace sized for a larger step fits."""
-    return backend._native.mla_workspace_size(
-        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
-        int(kv_lora_rank), int(block_size), int(workspace_tokens))
-
-
-def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu_seqlens_q, kv_b_proj,
-                    workspace_tokens, cache_scale=None, out=None, lse=None, return_lse=True, workspace=None):
-    """The whole MLA prefill step (see the C++ run_mla_prefill): gathers each
-    sequence's cached latents from `cache` [num_blocks, block_size, L+R]
-    through `block_table` [B, max_blocks] (its first context_lens[b] tokens),
-    up-projects them and the new tokens' `kv_c` [Nq, L] / `k_pe` [Nq, R]
-    through `kv_b_proj` [H*(P+V), L], and attends `q` [Nq, H, P+R] to context
-    and new tokens, at most `workspace_tokens` gathered tokens at a time. An
-    fp8 cache is uint8 bytes with `cache_scale`. Returns out [Nq, H, V], or
-    (out, lse) with return_lse. `workspace`, a byte tensor of at least
-    mla_prefill_workspace_size(...) bytes, 64-byte aligned, spares the
-    library its allocation; without it the step allocates its own. GPU
-    tensors run on the backend's GPU kernels on PyTorch's current stream;
-    that path is tested under the GPU emulator only, not on GPU hardware."""
-    if lse is not None and not return_lse:
-        raise InvalidArgument("lse was given but return_lse is False")
-    out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
+def plan_mla_prefill(backend, cu_seqlens_q, context_lens, block_table, block_size, workspace_tokens, packed=False):
+    """Plans one MLA prefill step for `backend` (see the C++ plan_mla_prefill):
+    the new tokens per sequence (`cu_seqlens_q`), the tokens already cached
+    (`context_lens`) in blocks of `block_size` tokens listed by `block_table`
+    [B, max_blocks], gathered at most `workspace_tokens` at a time (vLLM's
+    chunks, or with `packed` chunks filled to that many tokens, several
+    sequences to a chunk). Heads, dims, dtype and kv_lora_rank are the
+    backend's. The plan's `workspace_bytes` is what run_mla_prefill's
+    `workspace` must hold; `chunks` lists the context chunks."""
     if _tensors.is_torch(block_table):
         block_table = block_table.cpu().numpy()
     import numpy as np
@@ -276,12 +275,34 @@ def run_mla_prefill(backend, q, kv_c, k_pe, cache, block_table, context_lens, cu
     table = np.asarray(block_table)
     if table.ndim != 2 or (table.size and table.dtype.kind not in "iu"):
         raise InvalidArgument(f"block_table must be a 2-d integer array [B, max_blocks], got shape {table.shape}")
+    return backend._native.plan_mla_prefill(
+        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
+        [int(x) for x in table.reshape(-1).tolist()], int(table.shape[1]), int(block_size), int(workspace_tokens),
+        bool(packed))
+
+
+def run_mla_prefill(backend, plan, q, kv_c, k_pe, cache, kv_b_proj, cache_scale=None, out=None, lse=None,
+                    return_lse=True, workspace=None, scale=None):
+    """Runs a planned MLA prefill step (see the C++ run_mla_prefill): gathers
+    each sequence's cached latents from `cache` [num_blocks, block_size, L+R]
+    as `plan` lists them, up-projects them and the new tokens' `kv_c` [Nq, L]
+    / `k_pe` [Nq, R] through `kv_b_proj` [H*(P+V), L], and attends `q`
+    [Nq, H, P+R] to context and new tokens. An fp8 cache is uint8 bytes with
+    `cache_scale`. `scale` is the softmax scale (default: the backend's).
+    Returns out [Nq, H, V], or (out, lse) with return_lse.
+    `workspace`, a byte tensor of at least plan.workspace_bytes bytes, 64-byte
+    aligned, spares the library every allocation; without it the step
+    allocates its own. GPU tensors run on the backend's GPU kernels on
+    PyTorch's current stream."""
+    if lse is not None and not return_lse:
+        raise InvalidArgument("lse was given but return_lse is False")
+    softmax_scale = backend._scale(scale)
+    out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
     a = _tensors.arg
     backend._native.run_mla_prefill(
-        a(q), a(kv_c), a(k_pe), a(cache), 1.0 if cache_scale is None else float(cache_scale), a(kv_b_proj),
-        _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"), _tensors.int_list(context_lens, "context_lens"),
-        [int(x) for x in table.reshape(-1).tolist()], int(table.shape[1]), a(out), None if lse is None else a(lse),
-        None if workspace is None else a(workspace), workspace_tokens, _tensors.stream_of(q, out))
+        plan, a(q), a(kv_c), a(k_pe), a(cache), 1.0 if cache_scale is None else float(cache_scale), a(kv_b_proj),
+        softmax_scale, a(out), None if lse is None else a(lse), None if workspace is None else a(workspace),
+        _tensors.stream_of(q, out))
     return (out, lse) if return_lse else out
 
 

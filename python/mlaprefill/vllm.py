@@ -137,7 +137,7 @@ class MlaPrefillBackend:
         if backend is None:
             dims = (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim)
             selection = self._selector.select(dtype, dims)
-            backend = self._selector.create(selection, self.num_heads, self.scale, self.kv_lora_rank)
+            backend = self._selector.create(selection, self.num_heads, kv_lora_rank=self.kv_lora_rank)
             self._backends[dtype] = backend
         if dtype not in self._prepared:
             cu_q, chunks = self._step
@@ -147,10 +147,11 @@ class MlaPrefillBackend:
 
     def run_prefill_new_tokens(self, q, k, v, return_softmax_lse, out=None, output_scale=None):
         backend = self._backend_for(q)
-        return backend.run_new_tokens(q, k, v, return_lse=return_softmax_lse, out=out, output_scale=output_scale)
+        return backend.run_new_tokens(q, k, v, return_lse=return_softmax_lse, out=out, output_scale=output_scale,
+                                      scale=self.scale)
 
     def run_prefill_context_chunk(self, chunk_idx, q, k, v):
-        return self._backend_for(q).run_context_chunk(chunk_idx, q, k, v)
+        return self._backend_for(q).run_context_chunk(chunk_idx, q, k, v, scale=self.scale)
 
 
 def register():

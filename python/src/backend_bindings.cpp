@@ -92,8 +92,8 @@ void prepare(BackendObject& self, const CuList& cu_q, const std::optional<CuList
   self.backend().prepare(queue, metadata);
 }
 
-void run_new_tokens(BackendObject& self, py::handle q, py::handle k, py::handle v, bool return_lse, py::handle out,
-                    py::handle lse, py::handle output_scale, py::handle stream) {
+void run_new_tokens(BackendObject& self, py::handle q, py::handle k, py::handle v, float softmax_scale, bool return_lse,
+                    py::handle out, py::handle lse, py::handle output_scale, py::handle stream) {
   Queue queue = self.queue_for(stream);
   const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
   const BorrowedTensor tk = borrow_tensor(k, "k", queue, stream);
@@ -103,11 +103,12 @@ void run_new_tokens(BackendObject& self, py::handle q, py::handle k, py::handle 
   const ScaleArgument scale = scale_of(output_scale, queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
-  self.backend().run_new_tokens(queue, tq.view, tk.view, tv.view, return_lse, tout.view, scale.scale, view_of(tlse));
+  self.backend().run_new_tokens(queue, tq.view, tk.view, tv.view, softmax_scale, return_lse, tout.view, scale.scale,
+                                view_of(tlse));
 }
 
-void run_context_chunk(BackendObject& self, int index, py::handle q, py::handle k, py::handle v, py::handle out,
-                       py::handle lse, py::handle stream) {
+void run_context_chunk(BackendObject& self, int index, py::handle q, py::handle k, py::handle v, float softmax_scale,
+                       py::handle out, py::handle lse, py::handle stream) {
   Queue queue = self.queue_for(stream);
   const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
   const BorrowedTensor tk = borrow_tensor(k, "k", queue, stream);
@@ -116,7 +117,7 @@ void run_context_chunk(BackendObject& self, int index, py::handle q, py::handle 
   const BorrowedTensor tlse = borrow_tensor(lse, "lse", queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
-  self.backend().run_context_chunk(queue, index, tq.view, tk.view, tv.view, tout.view, tlse.view);
+  self.backend().run_context_chunk(queue, index, tq.view, tk.view, tv.view, softmax_scale, tout.view, tlse.view);
 }
 
 void merge(BackendObject& self, py::handle prefix_out, py::handle prefix_lse, py::handle suffix_out,
@@ -162,8 +163,8 @@ std::size_t workspace_size(const BackendObject& self, const CuList& cu_q, const 
 
 void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handle v, const CuList& cu_q,
                       const std::optional<CuList>& cu_k, const std::vector<CuList>& chunk_cu, const py::list& chunk_k,
-                      const py::list& chunk_v, py::handle out, py::handle lse, py::handle workspace, bool causal,
-                      py::handle stream) {
+                      const py::list& chunk_v, float softmax_scale, py::handle out, py::handle lse,
+                      py::handle workspace, bool causal, py::handle stream) {
   const PrefillMetadata metadata = metadata_of(cu_q, cu_k, chunk_cu, std::nullopt, std::nullopt, causal);
   Queue queue = self.queue_for(stream);
   const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
@@ -187,26 +188,30 @@ void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handl
   }
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
-  mla::run_prefill_step(self.backend(), queue, metadata, tq.view, tk.view, tv.view, k_views, v_views, buffers);
+  mla::run_prefill_step(self.backend(), queue, metadata, tq.view, tk.view, tv.view, k_views, v_views, softmax_scale,
+                        buffers);
 }
 
-std::size_t mla_workspace_size(const BackendObject& self, const CuList& cu_q, const CuList& context_lens,
-                               int kv_lora_rank, int block_size, std::int64_t workspace_tokens) {
-  MlaStepMetadata metadata;
-  metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
-  metadata.context_lens = cu_seqlens_of(context_lens, "context_lens");
-  return mla_prefill_workspace_size(self.backend().params(), metadata, kv_lora_rank, block_size, workspace_tokens);
-}
-
-void run_mla_step(BackendObject& self, py::handle q, py::handle kv_c, py::handle k_pe, py::handle cache,
-                  float cache_scale, py::handle kv_b_proj, const CuList& cu_q, const CuList& context_lens,
-                  const CuList& block_table, int max_blocks, py::handle out, py::handle lse, py::handle workspace,
-                  std::int64_t workspace_tokens, py::handle stream) {
+// A step's plan from Python lists: vLLM's chunks for `workspace_tokens`, or
+// chunks filled to it with `packed`.
+MlaStepPlan plan_mla_step(const BackendObject& self, const CuList& cu_q, const CuList& context_lens,
+                          const CuList& block_table, int max_blocks, int block_size, std::int64_t workspace_tokens,
+                          bool packed) {
   MlaStepMetadata metadata;
   metadata.cu_seqlens_q = cu_seqlens_of(cu_q, "cu_seqlens_q");
   metadata.context_lens = cu_seqlens_of(context_lens, "context_lens");
   metadata.block_table = cu_seqlens_of(block_table, "block_table");
   metadata.max_blocks = max_blocks;
+  const BackendParams& params = self.backend().params();
+  if (packed) {
+    return plan_mla_prefill(params, metadata, block_size, pack_context_chunks(metadata.context_lens, workspace_tokens));
+  }
+  return plan_mla_prefill(params, metadata, block_size, workspace_tokens);
+}
+
+void run_mla_step(BackendObject& self, const MlaStepPlan& plan, py::handle q, py::handle kv_c, py::handle k_pe,
+                  py::handle cache, float cache_scale, py::handle kv_b_proj, float softmax_scale, py::handle out,
+                  py::handle lse, py::handle workspace, py::handle stream) {
   Queue queue = self.queue_for(stream);
   const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
   const BorrowedTensor tkv = borrow_tensor(kv_c, "kv_c", queue, stream);
@@ -217,15 +222,28 @@ void run_mla_step(BackendObject& self, py::handle q, py::handle kv_c, py::handle
   const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
   const std::optional<BorrowedTensor> tws = borrow_optional(workspace, "workspace", queue, stream);
   const MlaStepInputs inputs{tq.view, tkv.view, tpe.view, tcache.view, cache_scale, tw.view};
-  MlaStepOutputs outputs{tout.view, tlse ? tlse->view : TensorView{}};
+  const MlaStepOutputs outputs{tout.view, tlse ? tlse->view : TensorView{}};
+  Workspace memory;
   if (tws) {
     if (!tws->view.is_contiguous()) raise(ErrorCategory::invalid_argument, "workspace must be contiguous");
-    outputs.workspace = tws->view.data;
-    outputs.workspace_bytes = static_cast<std::size_t>(tws->view.numel()) * dtype_size(tws->view.dtype);
+    memory = {tws->view.data, static_cast<std::size_t>(tws->view.numel()) * dtype_size(tws->view.dtype)};
   }
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
-  run_mla_prefill(self.backend(), queue, metadata, inputs, outputs, workspace_tokens);
+  run_mla_prefill(self.backend(), queue, plan, inputs, outputs, memory, softmax_scale);
+}
+
+py::list chunk_dicts(const ContextPlan& plan) {
+  py::list chunks;
+  for (std::size_t c = 0; c < plan.chunks.size(); ++c) {
+    py::dict chunk;
+    chunk["starts"] = plan.chunks[c].starts;
+    chunk["cu_seqlens_k"] = plan.chunks[c].cu_seqlens_k;
+    chunk["max_seqlen_k"] = plan.chunks[c].max_seqlen_k;
+    chunk["chunk_size"] = plan.chunk_size[c];
+    chunks.append(chunk);
+  }
+  return chunks;
 }
 
 QuantKey quant_key_of(const std::string& key) {
@@ -241,7 +259,6 @@ void bind_backend(py::module_& m) {
   py::class_<BackendObject, std::shared_ptr<BackendObject>>(m, "Backend")
       .def_property_readonly("name", [](const BackendObject& b) { return b.backend().name(); })
       .def_property_readonly("num_heads", [](const BackendObject& b) { return b.backend().params().num_heads; })
-      .def_property_readonly("scale", [](const BackendObject& b) { return b.backend().params().scale; })
       .def_property_readonly("kv_lora_rank", [](const BackendObject& b) { return b.backend().params().kv_lora_rank; })
       .def_property_readonly("dtype",
                              [](const BackendObject& b) { return std::string(dtype_name(b.backend().params().dtype)); })
@@ -261,23 +278,45 @@ void bind_backend(py::module_& m) {
            })
       .def("prepare", &prepare, py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("chunks"),
            py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal"), py::arg("stream") = none)
-      .def("run_new_tokens", &run_new_tokens, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("return_lse"),
-           py::arg("out"), py::arg("lse"), py::arg("output_scale"), py::arg("stream") = none)
+      .def("run_new_tokens", &run_new_tokens, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"),
+           py::arg("return_lse"), py::arg("out"), py::arg("lse"), py::arg("output_scale"), py::arg("stream") = none)
       .def("run_context_chunk", &run_context_chunk, py::arg("index"), py::arg("q"), py::arg("k"), py::arg("v"),
-           py::arg("out"), py::arg("lse"), py::arg("stream") = none)
+           py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("stream") = none)
       .def("merge_attn_states", &merge, py::arg("prefix_output"), py::arg("prefix_lse"), py::arg("suffix_output"),
            py::arg("suffix_lse"), py::arg("output"), py::arg("output_lse"), py::arg("prefill_tokens_with_context"),
            py::arg("output_scale"), py::arg("stream") = none)
       .def("workspace_size", &workspace_size, py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("chunks"))
       .def("run_prefill_step", &run_prefill_step, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
-           py::arg("cu_seqlens_k"), py::arg("chunk_cu_seqlens"), py::arg("chunk_k"), py::arg("chunk_v"), py::arg("out"),
-           py::arg("lse"), py::arg("workspace"), py::arg("causal"), py::arg("stream") = none)
-      .def("run_mla_prefill", &run_mla_step, py::arg("q"), py::arg("kv_c"), py::arg("k_pe"), py::arg("cache"),
-           py::arg("cache_scale"), py::arg("kv_b_proj"), py::arg("cu_seqlens_q"), py::arg("context_lens"),
-           py::arg("block_table"), py::arg("max_blocks"), py::arg("out"), py::arg("lse"), py::arg("workspace"),
-           py::arg("workspace_tokens"), py::arg("stream") = none)
-      .def("mla_workspace_size", &mla_workspace_size, py::arg("cu_seqlens_q"), py::arg("context_lens"),
-           py::arg("kv_lora_rank"), py::arg("block_size"), py::arg("workspace_tokens"));
+           py::arg("cu_seqlens_k"), py::arg("chunk_cu_seqlens"), py::arg("chunk_k"), py::arg("chunk_v"),
+           py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("workspace"), py::arg("causal"),
+           py::arg("stream") = none)
+      .def("plan_mla_prefill", &plan_mla_step, py::arg("cu_seqlens_q"), py::arg("context_lens"), py::arg("block_table"),
+           py::arg("max_blocks"), py::arg("block_size"), py::arg("workspace_tokens"), py::arg("packed"))
+      .def("run_mla_prefill", &run_mla_step, py::arg("plan"), py::arg("q"), py::arg("kv_c"), py::arg("k_pe"),
+           py::arg("cache"), py::arg("cache_scale"), py::arg("kv_b_proj"), py::arg("scale"), py::arg("out"),
+           py::arg("lse"), py::arg("workspace"), py::arg("stream") = none);
+  py::class_<MlaStepPlan>(m, "MlaStepPlan")
+      .def_readonly("workspace_bytes", &MlaStepPlan::workspace_bytes)
+      .def_readonly("num_heads", &MlaStepPlan::num_heads)
+      .def_readonly("kv_lora_rank", &MlaStepPlan::kv_lora_rank)
+      .def_readonly("block_size", &MlaStepPlan::block_size)
+      .def_readonly("batch_size", &MlaStepPlan::batch_size)
+      .def_readonly("num_q_tokens", &MlaStepPlan::num_q_tokens)
+      .def_readonly("slots", &MlaStepPlan::slots)
+      .def_readonly("slot_offsets", &MlaStepPlan::slot_offsets)
+      .def_property_readonly("dtype", [](const MlaStepPlan& plan) { return std::string(dtype_name(plan.dtype)); })
+      .def_property_readonly("dims",
+                             [](const MlaStepPlan& plan) {
+                               return std::make_tuple(plan.dims.qk_nope_head_dim, plan.dims.qk_rope_head_dim,
+                                                      plan.dims.v_head_dim);
+                             })
+      .def_property_readonly("chunks", [](const MlaStepPlan& plan) { return chunk_dicts(plan.context); });
+  m.def(
+      "plan_context_chunks",
+      [](const std::vector<std::int32_t>& context_lens, std::int64_t workspace_tokens, int block_size) {
+        return chunk_dicts(plan_context_chunks(context_lens, workspace_tokens, block_size));
+      },
+      py::arg("context_lens"), py::arg("workspace_tokens"), py::arg("block_size"));
 }
 
 }  // namespace mla::python

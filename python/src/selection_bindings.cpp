@@ -176,19 +176,18 @@ void bind_selector(py::module_& m) {
           py::arg("dtype"), py::arg("dims"), py::arg("platform") = py::none())
       .def(
           "create",
-          [](const Selector& s, const Selection& selection, int num_heads, float scale, int kv_lora_rank,
-             const Dims& dims, const std::string& dtype, int device) {
+          [](const Selector& s, const Selection& selection, int num_heads, int kv_lora_rank, const Dims& dims,
+             const std::string& dtype, int device) {
             BackendParams params;
             params.num_heads = num_heads;
-            params.scale = scale;
             params.kv_lora_rank = kv_lora_rank;
             params.dims = dims_of(dims);
             params.dtype = parse_dtype(dtype);
             Queue queue = make_queue(selection, device);
             return std::make_shared<BackendObject>(s.create(selection, params), std::move(queue));
           },
-          py::arg("selection"), py::arg("num_heads"), py::arg("scale"), py::arg("kv_lora_rank"), py::arg("dims"),
-          py::arg("dtype"), py::arg("device") = 0);
+          py::arg("selection"), py::arg("num_heads"), py::arg("kv_lora_rank"), py::arg("dims"), py::arg("dtype"),
+          py::arg("device") = 0);
 }
 
 }  // namespace
@@ -206,22 +205,6 @@ void bind_selection(py::module_& m) {
     info["hip"] = device_backend_built(DeviceBackend::hip);
     return info;
   });
-  m.def(
-      "plan_context_chunks",
-      [](const std::vector<std::int32_t>& context_lens, std::int64_t workspace_tokens, int block_size) {
-        const ContextPlan plan = plan_context_chunks(context_lens, workspace_tokens, block_size);
-        py::list chunks;
-        for (std::size_t c = 0; c < plan.chunks.size(); ++c) {
-          py::dict chunk;
-          chunk["starts"] = plan.chunks[c].starts;
-          chunk["cu_seqlens_k"] = plan.chunks[c].cu_seqlens_k;
-          chunk["max_seqlen_k"] = plan.chunks[c].max_seqlen_k;
-          chunk["chunk_size"] = plan.chunk_size[c];
-          chunks.append(chunk);
-        }
-        return chunks;
-      },
-      py::arg("context_lens"), py::arg("workspace_tokens"), py::arg("block_size"));
   bind_registry(m);
   bind_selector(m);
 }

@@ -5,12 +5,12 @@
 // Each operator selects a backend the way the library does (configuration,
 // MLA_PREFILL_BACKEND, or the `backend` argument) for the tensors' device:
 // the host platform for CPU tensors, the machine's GPU for GPU tensors.
-// Backends are kept per (choice, device, dtype, heads, dims, scale); calls on
-// one backend take turns, since a backend holds the prepared step.
+// Backends are kept per (choice, device, dtype, heads, dims); the softmax
+// scale is an argument of each call. Calls on one backend take turns, since
+// a backend holds the prepared step.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,9 +35,8 @@ struct BackendKey {
   DType dtype = DType::float32;
   int heads = 0;
   int p = 0, r = 0, v = 0;
-  std::uint32_t scale_bits = 0;
 
-  auto tie() const { return std::tie(choice, gpu, device, dtype, heads, p, r, v, scale_bits); }
+  auto tie() const { return std::tie(choice, gpu, device, dtype, heads, p, r, v); }
   bool operator<(const BackendKey& other) const { return tie() < other.tie(); }
 };
 
@@ -81,8 +80,7 @@ MlaDims dims_of(const at::Tensor& q, const at::Tensor& v, std::int64_t rope_dim)
   return {static_cast<int>(q.size(2) - rope_dim), static_cast<int>(rope_dim), static_cast<int>(v.size(2))};
 }
 
-CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, double scale,
-                           const std::optional<std::string>& choice) {
+CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, const std::optional<std::string>& choice) {
   static std::mutex cache_mutex;
   static std::map<BackendKey, std::unique_ptr<CachedBackend>> cache;
   static std::optional<Selector> selector;
@@ -97,8 +95,6 @@ CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, double scal
   key.p = dims.qk_nope_head_dim;
   key.r = dims.qk_rope_head_dim;
   key.v = dims.v_head_dim;
-  const auto scale_f = static_cast<float>(scale);
-  std::memcpy(&key.scale_bits, &scale_f, sizeof scale_f);
 
   std::lock_guard lock(cache_mutex);
   auto& slot = cache[key];
@@ -112,7 +108,6 @@ CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, double scal
   const Selection selection = selector->select({key.dtype, dims}, platform, choice);
   BackendParams params;
   params.num_heads = key.heads;
-  params.scale = scale_f;
   params.dims = dims;
   params.dtype = key.dtype;
   auto cached = std::make_unique<CachedBackend>(make_queue(selection, key.device));
@@ -144,7 +139,7 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q, const at::Tens
                                              std::int64_t rope_dim, const std::optional<std::string>& backend) {
   std::tuple<at::Tensor, at::Tensor> result;
   translate_errors([&] {
-    CachedBackend& cached = backend_for(q, dims_of(q, v, rope_dim), scale, backend);
+    CachedBackend& cached = backend_for(q, dims_of(q, v, rope_dim), backend);
     const PrefillMetadata metadata = metadata_of(cu_q, cu_k, causal);
     if (q.size(0) != metadata.num_q_tokens()) {
       raise(ErrorCategory::invalid_argument, "q has " + std::to_string(q.size(0)) +
@@ -155,8 +150,8 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q, const at::Tens
     Queue queue = queue_for(cached, q);
     std::lock_guard lock(cached.mutex);
     cached.backend->prepare(queue, metadata);
-    cached.backend->run_new_tokens(queue, view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), true,
-                                   view_of(std::get<0>(result), "out"), std::nullopt,
+    cached.backend->run_new_tokens(queue, view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), static_cast<float>(scale),
+                                   true, view_of(std::get<0>(result), "out"), std::nullopt,
                                    view_of(std::get<1>(result), "lse"));
   });
   return result;
@@ -184,7 +179,7 @@ std::tuple<at::Tensor, at::Tensor> merge(const at::Tensor& prefix_out, const at:
     // serves it, selected as for DeepSeek's P and R.
     const int v_dim = prefix_out.dim() == 3 ? static_cast<int>(prefix_out.size(2)) : 0;
     const MlaDims dims{deepseek_dims.qk_nope_head_dim, deepseek_dims.qk_rope_head_dim, v_dim};
-    CachedBackend& cached = backend_for(prefix_out, dims, 1.0, std_optional(backend));
+    CachedBackend& cached = backend_for(prefix_out, dims, std_optional(backend));
     result = std::make_tuple(at::empty_like(prefix_out, at::MemoryFormat::Contiguous),
                              at::empty_like(prefix_lse, at::MemoryFormat::Contiguous));
     MergeArgs args;

@@ -90,7 +90,7 @@ TEST_P(CallerMemory, PrefillStepIntoCallerBuffersEqualsAllocatingPathAndAllocate
     Queue counted = queue_.with_allocator(counter);
     // The allocating path, on the counting queue: the counter sees its allocations.
     const AttentionResult allocated =
-        run_prefill_step(*backend_, counted, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+        run_prefill_step(*backend_, counted, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, scale_);
     counted.wait();
     ASSERT_GT(counter->allocations(), 0);
     const HostTensor expected_out = fetch(allocated.out);
@@ -106,7 +106,8 @@ TEST_P(CallerMemory, PrefillStepIntoCallerBuffersEqualsAllocatingPathAndAllocate
       queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
       queue_.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
       const int before = counter->allocations();
-      run_prefill_step(*backend_, counted, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, buffers);
+      run_prefill_step(*backend_, counted, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, scale_,
+                       buffers);
       counted.wait();
       // Step 0 may size the backend's metadata buffer; after that, nothing.
       if (step > 0) {
@@ -132,7 +133,7 @@ TEST_P(CallerMemory, DeviceMetadataStepEqualsHostMetadataStep) {
   const Operands& ops = step_data.ops;
   const std::int64_t nq = meta.num_q_tokens();
   const AttentionResult expected_result =
-      run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v);
+      run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, scale_);
   queue_.wait();
   const HostTensor expected_out = fetch(expected_result.out);
   const HostTensor expected_lse = fetch(expected_result.lse);
@@ -170,7 +171,8 @@ TEST_P(CallerMemory, DeviceMetadataStepEqualsHostMetadataStep) {
     SCOPED_TRACE("step " + std::to_string(step));
     queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
     queue_.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
-    run_prefill_step(*backend_, counted, device, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, buffers);
+    run_prefill_step(*backend_, counted, device, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, scale_,
+                     buffers);
     counted.wait();
     EXPECT_EQ(counter->allocations(), 0);
     EXPECT_TRUE(same_bytes(fetch(out.view), expected_out, "out"));
@@ -198,8 +200,8 @@ TEST_P(CallerMemory, DeviceMetadataStepEqualsHostMetadataStep) {
 TEST_P(CallerMemory, AnAllocationFailureIsOneErrorAndTheNextStepWorks) {
   const Step s = random_step(q_lens, {chunk_lens[0], chunk_lens[1]});
   const auto run = [&](Queue& queue) {
-    return run_prefill_step(*backend_, queue, s.meta, s.ops.dq.view, s.ops.dk.view, s.ops.dv.view, s.chunk_k,
-                            s.chunk_v);
+    return run_prefill_step(*backend_, queue, s.meta, s.ops.dq.view, s.ops.dk.view, s.ops.dv.view, s.chunk_k, s.chunk_v,
+                            scale_);
   };
   const AttentionResult expected = run(queue_);
   queue_.wait();

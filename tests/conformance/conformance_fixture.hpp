@@ -89,6 +89,7 @@ class Conformance : public ::testing::TestWithParam<ConformanceShape> {
                                                      const std::vector<std::vector<int>>& chunk_lens);
 
   BackendParams params_;
+  float scale_ = 1.0f;  // the softmax scale of every call, dqk^-0.5
   BackendDescription description_;
   Queue queue_ = Queue::host();  // the backend under test runs here
   Queue host_ = Queue::host();   // the reference runs here

@@ -27,9 +27,9 @@ TEST_P(Conformance, NewTokensWithLse) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
   backend_->prepare(queue_, meta);
-  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true);
   reference_->prepare(host_, meta);
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true);
   EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   ASSERT_FALSE(result.lse.empty_view()) << "return_lse=true gave no LSE";
   EXPECT_TRUE(matches(result, ref));
@@ -39,9 +39,9 @@ TEST_P(Conformance, NewTokensWithoutLse) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
   backend_->prepare(queue_, meta);
-  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, false);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, false);
   reference_->prepare(host_, meta);
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true);
   EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   EXPECT_TRUE(result.lse.empty_view()) << "return_lse=false still gave " << result.lse.describe();
   EXPECT_TRUE(matches(result, ref));
@@ -51,9 +51,9 @@ TEST_P(Conformance, NewTokensStridedInputs) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths(sweep_q_lens, sweep_q_lens);
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens(), /*strided=*/true);
   backend_->prepare(queue_, meta);
-  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true);
   reference_->prepare(host_, meta);
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true);
   EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   EXPECT_TRUE(matches(result, ref));
 }
@@ -70,11 +70,11 @@ TEST_P(Conformance, NewTokensIntoPaddedOut) {
   DeviceTensor dout = upload(queue_, out);
   backend_->prepare(queue_, meta);
   const AttentionResult result =
-      backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true, dout.view);
+      backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true, dout.view);
   EXPECT_EQ(result.out.data, dout.view.data) << "the caller's out was not used";
   download(queue_, dout, out);
   reference_->prepare(host_, meta);
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true);
   EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true));
   const HostTensor lse = fetch(result.lse);
   EXPECT_TRUE(results_match(out.view(), lse.view(), ref.out, ref.lse, tolerance()));
@@ -87,9 +87,9 @@ TEST_P(Conformance, NewTokensBottomRightCausal) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths({3, 1, 5, 0, 2, 9}, {7, 1, 2, 4, 2, 30});
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
   backend_->prepare(queue_, meta);
-  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true);
   reference_->prepare(host_, meta);
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true);
   EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, {3, 1, 5, 0, 2, 9}, {7, 1, 2, 4, 2, 30}, true));
   EXPECT_TRUE(matches(result, ref));
 }
@@ -107,10 +107,10 @@ TEST_P(Conformance, NewTokensFp8Output) {
   for (float scale : {0.02f, 0.0015f}) {
     SCOPED_TRACE("out_scale " + std::to_string(scale));
     const AttentionResult result =
-        backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true, std::nullopt, scale);
+        backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true, std::nullopt, scale);
     EXPECT_EQ(result.out.dtype, DType::float8_e4m3);
     const AttentionResult ref =
-        reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true, std::nullopt, scale);
+        reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true, std::nullopt, scale);
     EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, sweep_q_lens, sweep_q_lens, true, scale));
     EXPECT_TRUE(matches(result, ref, fp8));
 
@@ -118,7 +118,7 @@ TEST_P(Conformance, NewTokensFp8Output) {
     UsmBuffer device_scale = UsmBuffer::device(queue_, sizeof(float));
     queue_.memcpy(device_scale.get(), &scale, sizeof(float));
     const AttentionResult from_device =
-        backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true, std::nullopt,
+        backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true, std::nullopt,
                                  OutputScale::on_device(device_scale.as<const float>()));
     const HostTensor a = fetch(result.out), b = fetch(from_device.out);
     ASSERT_EQ(a.storage_bytes(), b.storage_bytes());
@@ -138,9 +138,9 @@ TEST_P(Conformance, ContextChunksWithEmptyRows) {
     Operands chunk = random_operands(0, nk, /*strided=*/c == 1);
     const int index = static_cast<int>(c);
     const AttentionResult result =
-        backend_->run_context_chunk(queue_, index, ops.dq.view, chunk.dk.view, chunk.dv.view);
+        backend_->run_context_chunk(queue_, index, ops.dq.view, chunk.dk.view, chunk.dv.view, scale_);
     const AttentionResult ref =
-        reference_->run_context_chunk(host_, index, ops.q.view(), chunk.k.view(), chunk.v.view());
+        reference_->run_context_chunk(host_, index, ops.q.view(), chunk.k.view(), chunk.v.view(), scale_);
     EXPECT_TRUE(reference_attention_exact(ref, ops.q, chunk.k, chunk.v, sweep_q_lens, sweep_chunks[c], false));
     ASSERT_FALSE(result.lse.empty_view()) << "a context chunk must return its LSE";
     EXPECT_TRUE(matches(result, ref));
@@ -327,9 +327,9 @@ TEST_P(LongConformance, NewTokens) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths(lens, lens);
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
   backend_->prepare(queue_, meta);
-  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, true);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true);
   reference_->prepare(host_, meta);
-  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), true);
+  const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true);
   EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, lens, lens, true));
   EXPECT_TRUE(matches(result, ref));
 }

@@ -63,7 +63,7 @@ class Determinism : public Conformance {
     const DeviceTensor dq = upload(queue_, q), dk = upload(queue_, k), dv = upload(queue_, v);
     const DeviceTensor dck = upload(queue_, ck), dcv = upload(queue_, cv);
     const AttentionResult result =
-        run_prefill_step(*backend_, queue_, meta, dq.view, dk.view, dv.view, {dck.view}, {dcv.view});
+        run_prefill_step(*backend_, queue_, meta, dq.view, dk.view, dv.view, {dck.view}, {dcv.view}, scale_);
     queue_.wait();
     return {fetch(result.out), fetch(result.lse)};
   }

@@ -1,6 +1,7 @@
-// The whole MLA prefill step (run_mla_prefill) on the backend under test
-// against an fp64 oracle written here: gather from the paged cache, the
-// kv_b_proj up-projection, and causal attention over context + new tokens.
+// The whole MLA prefill step (plan_mla_prefill, then run_mla_prefill) on the
+// backend under test against an fp64 oracle written here: gather from the
+// paged cache, the kv_b_proj up-projection, and causal attention over
+// context + new tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,14 +10,13 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conformance/conformance_fixture.hpp"
 
 namespace mla::testing {
 namespace {
-
-constexpr int latent_dim = 64;  // kv_lora_rank; DeepSeek's 512 only makes the test slower
 
 // One step's inputs on the host.
 struct Step {
@@ -30,12 +30,14 @@ struct Step {
 
 class MlaStep : public Conformance {
  protected:
+  int latent() const { return params_.kv_lora_rank; }
   int p() const { return GetParam().dims.qk_nope_head_dim; }
   int r() const { return GetParam().dims.qk_rope_head_dim; }
 
   // Random inputs; the cache's blocks are handed out in shuffled order, with
   // spare blocks no sequence uses.
   Step make_step(std::vector<int> q_lens, std::vector<int> context_lens, int block_size, bool fp8 = false) {
+    const int latent_dim = latent();
     Step s;
     s.q_lens = std::move(q_lens);
     s.context_lens = std::move(context_lens);
@@ -76,9 +78,9 @@ class MlaStep : public Conformance {
 
   // The step in fp64: out [Nq, H, V] and lse [H, Nq].
   void oracle(const Step& s, std::vector<double>& out, std::vector<double>& lse) const {
-    const int h_count = heads(), P = p(), R = r(), V = v_dim(), L = latent_dim;
+    const int h_count = heads(), P = p(), R = r(), V = v_dim(), L = latent();
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
-    const double scale = params_.scale;
+    const double scale = scale_;
     const double cache_scale = s.fp8_cache ? s.cache_scale : 1.0;
     out.assign(static_cast<std::size_t>(nq * h_count * V), 0.0);
     lse.assign(static_cast<std::size_t>(h_count * nq), -INFINITY);
@@ -147,9 +149,16 @@ class MlaStep : public Conformance {
     }
   }
 
+  MlaStepPlan plan(const Step& s, std::int64_t workspace_tokens) const {
+    return plan_mla_prefill(params_, s.metadata, s.block_size, workspace_tokens);
+  }
+
   // Runs the step on the backend under test with `workspace` tokens and
   // compares with the oracle.
   ::testing::AssertionResult matches_oracle(Step& s, std::int64_t workspace) {
+    return matches_oracle(s, plan(s, workspace), "workspace " + std::to_string(workspace));
+  }
+  ::testing::AssertionResult matches_oracle(Step& s, const MlaStepPlan& plan, const std::string& what) {
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
     HostTensor out(dtype(), {nq, heads(), v_dim()});
     HostTensor lse(DType::float32, {heads(), nq});
@@ -158,7 +167,7 @@ class MlaStep : public Conformance {
     const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
     const DeviceTensor d_out = upload(queue_, out), d_lse = upload(queue_, lse);
     MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
-    run_mla_prefill(*backend_, queue_, s.metadata, in, {d_out.view, d_lse.view}, workspace);
+    run_mla_prefill(*backend_, queue_, plan, in, {d_out.view, d_lse.view}, {}, scale_);
     download(queue_, d_out, out);
     download(queue_, d_lse, lse);
     std::vector<double> want_out, want_lse;
@@ -181,7 +190,7 @@ class MlaStep : public Conformance {
     const Tolerance tol = tolerance();
     if (relative > tol.out_relative * 2 || lse_err > tol.lse_absolute * 2) {
       return ::testing::AssertionFailure()
-             << "relative error " << relative << ", LSE error " << lse_err << " (workspace " << workspace << ")";
+             << "relative error " << relative << ", LSE error " << lse_err << " (" << what << ")";
     }
     return ::testing::AssertionSuccess();
   }
@@ -201,6 +210,26 @@ TEST_P(MlaStep, EveryBlockSizeAndBudgetGivesTheSameStep) {
   }
 }
 
+// A packed plan: three sequences' contexts share the first chunk and the
+// longest runs over both, cut in the middle of a block.
+TEST_P(MlaStep, PackedChunksMatchTheOracle) {
+  Step s = make_step({4, 3, 5, 2}, {10, 0, 12, 30}, 16);
+  const MlaStepPlan packed =
+      plan_mla_prefill(params_, s.metadata, s.block_size, pack_context_chunks(s.metadata.context_lens, 35));
+  ASSERT_EQ(packed.num_chunks(), 2u);
+  int sharing = 0;
+  for (std::size_t b = 0; b < 4; ++b) sharing += packed.context.chunks[0].length(b) > 0 ? 1 : 0;
+  EXPECT_EQ(sharing, 3) << "sequences in the first chunk";
+  EXPECT_EQ(packed.context.chunks[0].length(3), 13);
+  EXPECT_EQ(packed.context.chunks[1].length(3), 17);
+  EXPECT_EQ(packed.slot_offsets, (std::vector<std::int64_t>{0, 35, 52}));
+  EXPECT_TRUE(matches_oracle(s, packed, "packed"));
+  // One token per chunk: the most chunks a step can have.
+  EXPECT_TRUE(matches_oracle(
+      s, plan_mla_prefill(params_, s.metadata, s.block_size, pack_context_chunks(s.metadata.context_lens, 1)),
+      "packed, one token per chunk"));
+}
+
 TEST_P(MlaStep, Fp8CacheIsDequantisedByItsScale) {
   Step s = make_step({3, 5}, {19, 33}, 16, true);
   s.cache_scale = 0.25f;
@@ -216,7 +245,7 @@ TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
     try {
       const DeviceTensor d_w = upload(queue_, w);
       MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, d_w.view};
-      run_mla_prefill(*backend_, queue_, step.metadata, in, {d_out.view, {}}, 64);
+      run_mla_prefill(*backend_, queue_, plan(step, 64), in, {d_out.view, {}}, {}, scale_);
     } catch (const Error& error) {
       EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
       return std::string(error.what());
@@ -229,8 +258,39 @@ TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
   Step too_long = s;
   too_long.metadata.context_lens[0] = 16 * too_long.metadata.max_blocks + 1;
   EXPECT_NE(message(too_long, s.w).find("holds"), std::string::npos);
-  HostTensor wrong_w(DType::float32, {3, latent_dim});
+  HostTensor wrong_w(DType::float32, {3, latent()});
   EXPECT_NE(message(s, wrong_w).find("kv_b_proj dimension 0 is 3"), std::string::npos);
+}
+
+// The plan is the one source of kv_lora_rank, block_size, heads, dims and
+// dtype: a backend or a tensor that disagrees is an error naming both values.
+TEST_P(MlaStep, ABackendOrTensorUnlikeThePlanIsAnErrorNamingBoth) {
+  Step s = make_step({3}, {20}, 16);
+  const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+  const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+  const DeviceTensor out = upload(queue_, HostTensor(dtype(), {3, heads(), v_dim()}));
+  const MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
+  const auto message = [&](const MlaStepPlan& plan) {
+    try {
+      run_mla_prefill(*backend_, queue_, plan, in, {out.view, {}}, {}, scale_);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(plan(s, 64)), "no error");
+  BackendParams other = params_;
+  other.kv_lora_rank = latent() / 2;
+  EXPECT_EQ(message(plan_mla_prefill(other, s.metadata, s.block_size, 64)),
+            "run_mla_prefill: the backend was built for kv_lora_rank " + std::to_string(latent()) +
+                " but the plan for " + std::to_string(latent() / 2));
+  other = params_;
+  other.num_heads = heads() + 1;
+  EXPECT_NE(message(plan_mla_prefill(other, s.metadata, s.block_size, 64)).find("the backend was built for num_heads"),
+            std::string::npos);
+  const std::string block = message(plan_mla_prefill(params_, s.metadata, 8, 64));
+  EXPECT_NE(block.find("cache dimension 1 is 16, but the plan's block_size is 8"), std::string::npos) << block;
 }
 
 // The up-projection alone, on an odd shape (13 tokens, L = 37): within the
@@ -277,52 +337,59 @@ TEST_P(MlaStep, ProjectionMatchesFp64AndIsBatchInvariant) {
   EXPECT_LT(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
 }
 
-// An engine's workspace: the step into the caller's out, lse and workspace
-// equals the allocating path bit for bit and, once warm, allocates nothing on
-// the queue; a workspace one byte short is a clear error.
+// An engine's workspace: plan once, then run into the caller's out, lse and
+// a workspace of exactly the plan's workspace_bytes. Every run equals the
+// allocating one bit for bit and allocates nothing on the queue, the first
+// included; a workspace one byte short is a clear error.
 TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
   Step s = make_step({5, 0, 9, 3, 1}, {21, 7, 0, 40, 0}, 16);
-  constexpr std::int64_t budget = 24;  // several chunks
   const std::int64_t nq = s.metadata.cu_seqlens_q.back();
   const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
   const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
   const MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
   OwnedTensor out = OwnedTensor::device(queue_, dtype(), {nq, heads(), v_dim()});
   OwnedTensor lse = OwnedTensor::device(queue_, DType::float32, {heads(), nq});
-  run_mla_prefill(*backend_, queue_, s.metadata, in, {out.view, lse.view}, budget);
-  const HostTensor expected_out = fetch(out.view), expected_lse = fetch(lse.view);
+  // vLLM's plan with several chunks, a packed one, and no context at all.
+  Step fresh = s;
+  std::fill(fresh.metadata.context_lens.begin(), fresh.metadata.context_lens.end(), 0);
+  const std::vector<std::pair<std::string, MlaStepPlan>> plans{
+      {"vLLM's", plan(s, 24)},
+      {"packed", plan_mla_prefill(params_, s.metadata, s.block_size, pack_context_chunks(s.metadata.context_lens, 30))},
+      {"no context", plan(fresh, 24)}};
+  for (const auto& [name, step_plan] : plans) {
+    SCOPED_TRACE(name + " plan");
+    run_mla_prefill(*backend_, queue_, step_plan, in, {out.view, lse.view}, {}, scale_);
+    const HostTensor expected_out = fetch(out.view), expected_lse = fetch(lse.view);
 
-  auto counter = std::make_shared<CountingAllocator>(queue_.allocator());
-  Queue counted = queue_.with_allocator(counter);
-  const std::size_t bytes = mla_prefill_workspace_size(params_, s.metadata, latent_dim, s.block_size, budget);
-  UsmBuffer workspace = UsmBuffer::device(queue_, bytes);
-  for (int step = 0; step < 3; ++step) {
-    SCOPED_TRACE("step " + std::to_string(step));
-    queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
-    queue_.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
-    queue_.memset(workspace.get(), 0xff, workspace.bytes());
-    const int before = counter->allocations();
-    run_mla_prefill(*backend_, counted, s.metadata, in, {out.view, lse.view, workspace.get(), bytes}, budget);
-    counted.wait();
-    // Step 0 may size a GPU backend's metadata buffer; after that, nothing.
-    if (step > 0) {
-      EXPECT_EQ(counter->allocations(), before) << "allocations in the steady state";
+    auto counter = std::make_shared<CountingAllocator>(queue_.allocator());
+    Queue counted = queue_.with_allocator(counter);
+    const std::size_t bytes = step_plan.workspace_bytes;
+    UsmBuffer workspace = UsmBuffer::device(queue_, bytes);
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
+      queue_.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
+      queue_.memset(workspace.get(), 0xff, workspace.bytes());
+      const int before = counter->allocations();
+      run_mla_prefill(*backend_, counted, step_plan, in, {out.view, lse.view}, {workspace.get(), bytes}, scale_);
+      counted.wait();
+      EXPECT_EQ(counter->allocations(), before) << "allocations with a caller workspace";
+      const HostTensor got_out = fetch(out.view), got_lse = fetch(lse.view);
+      ASSERT_EQ(got_out.storage_bytes(), expected_out.storage_bytes());
+      EXPECT_EQ(std::memcmp(got_out.storage(), expected_out.storage(), got_out.storage_bytes()), 0) << "out differs";
+      EXPECT_EQ(std::memcmp(got_lse.storage(), expected_lse.storage(), got_lse.storage_bytes()), 0) << "lse differs";
     }
-    const HostTensor got_out = fetch(out.view), got_lse = fetch(lse.view);
-    ASSERT_EQ(got_out.storage_bytes(), expected_out.storage_bytes());
-    EXPECT_EQ(std::memcmp(got_out.storage(), expected_out.storage(), got_out.storage_bytes()), 0) << "out differs";
-    EXPECT_EQ(std::memcmp(got_lse.storage(), expected_lse.storage(), got_lse.storage_bytes()), 0) << "lse differs";
-  }
-  try {
-    run_mla_prefill(*backend_, queue_, s.metadata, in, {out.view, lse.view, workspace.get(), bytes - 1}, budget);
-    ADD_FAILURE() << "a short workspace was accepted";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
-    EXPECT_NE(std::string(error.what())
-                  .find("run_mla_prefill: the step needs " + std::to_string(bytes) +
-                        " bytes of workspace (mla_prefill_workspace_size)"),
-              std::string::npos)
-        << error.what();
+    try {
+      run_mla_prefill(*backend_, queue_, step_plan, in, {out.view, lse.view}, {workspace.get(), bytes - 1}, scale_);
+      ADD_FAILURE() << "a short workspace was accepted";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      EXPECT_NE(std::string(error.what())
+                    .find("run_mla_prefill: the step needs " + std::to_string(bytes) +
+                          " bytes of workspace (MlaStepPlan::workspace_bytes)"),
+                std::string::npos)
+          << error.what();
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // plan_context_chunks: vLLM's plan where vLLM has one, every context token
-// exactly once within the budget everywhere, and clear errors.
+// exactly once within the budget everywhere, and clear errors;
+// pack_context_chunks: full chunks; check_context_plan: coverage.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -100,6 +101,69 @@ TEST(ContextPlan, BadArgumentsAreClearErrors) {
             "a workspace of 8 tokens cannot hold one block of 16 tokens");
   EXPECT_EQ(message([] { plan_context_chunks({4}, 8, 0); }), "block size must be at least 1, got 0");
   EXPECT_EQ(message([] { plan_context_chunks({4, -1}, 64, 16); }), "context_lens[1] = -1 is negative");
+}
+
+// Packed: contexts end to end, cut every `workspace` tokens, so three short
+// contexts share a chunk and a long one runs over two.
+TEST(ContextPlan, PackedChunksAreFullAndShareSequences) {
+  const Lengths context{10, 0, 12, 30};
+  const ContextPlan plan = pack_context_chunks(context, 35);
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].cu_seqlens_k, (Lengths{0, 10, 10, 22, 35}));
+  EXPECT_EQ(plan.chunks[0].starts, (Lengths{0, 0, 0, 0}));
+  EXPECT_EQ(plan.chunks[1].cu_seqlens_k, (Lengths{0, 0, 0, 0, 17}));
+  EXPECT_EQ(plan.chunks[1].starts[3], 13);
+  EXPECT_EQ(plan.chunks[0].max_seqlen_k, 13);
+  EXPECT_EQ(plan.chunks[1].max_seqlen_k, 17);
+  EXPECT_EQ(plan.chunk_size, (std::vector<std::int64_t>{35, 17}));
+  check_context_plan(plan, context);
+  expect_covers(context, plan, 35, 1);
+  EXPECT_TRUE(pack_context_chunks({0, 0}, 8).chunks.empty());
+}
+
+TEST(ContextPlan, PackedChunksCoverEveryContextForEveryBudget) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    Lengths context(1 + rng() % 6);
+    for (auto& length : context) length = static_cast<std::int32_t>(rng() % 3 == 0 ? 0 : rng() % 300);
+    const std::int64_t total = std::accumulate(context.begin(), context.end(), std::int64_t{0});
+    for (std::int64_t workspace : {std::int64_t{1}, std::int64_t{7}, total / 3 + 1, total + 1}) {
+      SCOPED_TRACE("trial " + std::to_string(trial) + " workspace " + std::to_string(workspace));
+      const ContextPlan plan = pack_context_chunks(context, workspace);
+      expect_covers(context, plan, workspace, 1);
+      EXPECT_NO_THROW(check_context_plan(plan, context));
+      // Every chunk but the last is full.
+      for (std::size_t c = 0; c + 1 < plan.chunks.size(); ++c) EXPECT_EQ(plan.chunks[c].num_tokens(), workspace);
+    }
+  }
+}
+
+TEST(ContextPlan, ACheckedPlanCoversEveryTokenOnce) {
+  const Lengths context{10, 0, 12, 30};
+  const ContextPlan good = pack_context_chunks(context, 35);
+  const auto message = [&](const ContextPlan& plan) {
+    try {
+      check_context_plan(plan, context);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(good), "no error");
+  ContextPlan twice = good;
+  twice.chunks[1].starts[3] = 12;
+  EXPECT_EQ(message(twice), "the context chunks cover twice context token 12 of sequence 3");
+  ContextPlan missing = good;
+  missing.chunks.pop_back();
+  EXPECT_EQ(message(missing), "the context chunks miss context token 13 of sequence 3");
+  ContextPlan outside = good;
+  outside.chunks[1].starts[3] = 14;
+  EXPECT_EQ(message(outside), "context chunk 1: sequence 3's tokens [14, 31) are not inside its 30 context tokens");
+  ContextPlan short_batch = good;
+  short_batch.chunks[0].starts.pop_back();
+  EXPECT_EQ(message(short_batch), "context chunk 0 has 3 starts and 5 cu_seqlens_k entries; the step has 4 sequences");
+  EXPECT_EQ(message(ContextPlan{}), "the context chunks miss context token 0 of sequence 0");
 }
 
 }  // namespace

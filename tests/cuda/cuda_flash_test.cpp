@@ -56,7 +56,7 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
     params_.num_heads = 3;
     params_.dims = GetParam().dims;
     params_.dtype = GetParam().dtype;
-    params_.scale = 1.0f / std::sqrt(static_cast<float>(params_.dims.qk_head_dim()));
+    scale_ = 1.0f / std::sqrt(static_cast<float>(params_.dims.qk_head_dim()));
     backend_ = entry.factory(params_);
     reference_ = detail::reference_backend_entry().factory(params_);
   }
@@ -82,10 +82,12 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
     TestTensor k = tensor(nk, params_.dims.qk_head_dim());
     TestTensor v = tensor(nk, params_.dims.v_head_dim, 24);
     backend_->prepare(queue_, metadata);
-    const AttentionResult result = backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, true);
+    const AttentionResult result =
+        backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true);
     Queue host = Queue::host();
     reference_->prepare(host, metadata);
-    const AttentionResult expected = reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, true);
+    const AttentionResult expected =
+        reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, scale_, true);
     auto out_bytes = download(queue_, result.out);
     auto lse_bytes = download(queue_, result.lse);
     EXPECT_TRUE(close_to_reference(on_host(result.out, out_bytes), on_host(result.lse, lse_bytes), expected.out,
@@ -94,6 +96,7 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
 
   Queue queue_ = Queue::host();
   BackendParams params_;
+  float scale_ = 1.0f;
   std::unique_ptr<PrefillBackend> backend_;
   std::unique_ptr<PrefillBackend> reference_;
   std::mt19937 rng_{20240531};
@@ -129,10 +132,12 @@ TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
   TestTensor k = tensor(200, params_.dims.qk_head_dim());
   TestTensor v = tensor(200, params_.dims.v_head_dim);
   backend_->prepare(queue_, metadata);
-  const AttentionResult result = backend_->run_context_chunk(queue_, 0, q.device_view, k.device_view, v.device_view);
+  const AttentionResult result =
+      backend_->run_context_chunk(queue_, 0, q.device_view, k.device_view, v.device_view, scale_);
   Queue host = Queue::host();
   reference_->prepare(host, metadata);
-  const AttentionResult expected = reference_->run_context_chunk(host, 0, q.host_view, k.host_view, v.host_view);
+  const AttentionResult expected =
+      reference_->run_context_chunk(host, 0, q.host_view, k.host_view, v.host_view, scale_);
   auto out_bytes = download(queue_, result.out);
   auto lse_bytes = download(queue_, result.lse);
   const TensorView out = on_host(result.out, out_bytes);
@@ -163,10 +168,11 @@ TEST_P(CudaFlashTest, Fp8OutputIntoAPoisonedBuffer) {
   const float out_scale = 0.05f;
   ASSERT_TRUE(backend_->supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor));
   backend_->prepare(queue_, metadata);
-  backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, false, out, out_scale);
+  backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, false, out, out_scale);
   Queue host = Queue::host();
   reference_->prepare(host, metadata);
-  const AttentionResult expected = reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, false);
+  const AttentionResult expected =
+      reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, scale_, false);
   std::vector<std::uint8_t> bytes(out_storage.bytes());  // padding included
   queue_.memcpy(bytes.data(), out_storage.get(), bytes.size());
   queue_.wait();
@@ -193,7 +199,7 @@ TEST_P(CudaFlashTest, RejectsOperandsTheKernelCannotRead) {
   TestTensor v = tensor(20, params_.dims.v_head_dim);
   const auto expect_invalid = [&](const TensorView& bad_q, const char* why) {
     try {
-      backend_->run_new_tokens(queue_, bad_q, k.device_view, v.device_view, true);
+      backend_->run_new_tokens(queue_, bad_q, k.device_view, v.device_view, scale_, true);
       ADD_FAILURE() << "accepted " << why;
     } catch (const Error& error) {
       EXPECT_EQ(error.category(), ErrorCategory::invalid_argument) << why << ": " << error.what();

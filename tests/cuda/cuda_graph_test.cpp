@@ -51,7 +51,7 @@ TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
     params.num_heads = 4;
     params.dims = deepseek_dims;
     params.dtype = DType::bfloat16;
-    params.scale = 1.0f / std::sqrt(192.0f);
+    const float scale = 1.0f / std::sqrt(192.0f);
     std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
     std::unique_ptr<PrefillBackend> reference = detail::reference_backend_entry().factory(params);
 
@@ -90,7 +90,8 @@ TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
 
     cudaGraph_t graph = nullptr;
     MLA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    run_prefill_step(*backend, queue, device, q.device_view, k.device_view, v.device_view, chunk_k, chunk_v, buffers);
+    run_prefill_step(*backend, queue, device, q.device_view, k.device_view, v.device_view, chunk_k, chunk_v, scale,
+                     buffers);
     MLA_CUDA_OK(cudaStreamEndCapture(stream, &graph));
     cudaGraphExec_t exec = nullptr;
     MLA_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -108,7 +109,7 @@ TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
       MLA_CUDA_OK(cudaGraphLaunch(exec, stream));
       MLA_CUDA_OK(cudaStreamSynchronize(stream));
       const AttentionResult expected = run_prefill_step(*reference, host, *metadata, q.host_view, k.host_view,
-                                                        v.host_view, {ck.host_view}, {cv.host_view});
+                                                        v.host_view, {ck.host_view}, {cv.host_view}, scale);
       auto out_bytes = download(queue, out.view);
       auto lse_bytes = download(queue, lse.view);
       EXPECT_TRUE(close_to_reference(on_host(out.view, out_bytes), on_host(lse.view, lse_bytes), expected.out,

@@ -22,7 +22,6 @@ BackendParams deepseek_params(DType dtype = DType::bfloat16) {
   params.num_heads = 2;
   params.dims = deepseek_dims;
   params.dtype = dtype;
-  params.scale = 0.0721687836f;  // 192^-0.5
   return params;
 }
 
@@ -100,7 +99,7 @@ TEST(HipFlashBackend, RefusesOperandsItCannotLoad) {
   strided_dim.data = wide.get();
   strided_dim.shape[0] = 5;
   const Error not_contiguous =
-      raised_by([&] { (void)backend->run_new_tokens(queue, strided_dim, k.view, v.view, true); });
+      raised_by([&] { (void)backend->run_new_tokens(queue, strided_dim, k.view, v.view, 0.0721687836f, true); });
   EXPECT_EQ(not_contiguous.category(), ErrorCategory::invalid_argument);
   EXPECT_NE(std::string(not_contiguous.what()).find("contiguous in its last dim"), std::string::npos)
       << not_contiguous.what();
@@ -108,7 +107,8 @@ TEST(HipFlashBackend, RefusesOperandsItCannotLoad) {
   TensorView shifted = q.view;  // starts 2 bytes into its buffer
   UsmBuffer spare = UsmBuffer::device(queue, static_cast<std::size_t>(5 * h * dqk + 8) * dtype_size(params.dtype));
   shifted.data = static_cast<std::uint16_t*>(spare.get()) + 1;
-  const Error misaligned = raised_by([&] { (void)backend->run_new_tokens(queue, shifted, k.view, v.view, true); });
+  const Error misaligned =
+      raised_by([&] { (void)backend->run_new_tokens(queue, shifted, k.view, v.view, 0.0721687836f, true); });
   EXPECT_EQ(misaligned.category(), ErrorCategory::invalid_argument);
   EXPECT_NE(std::string(misaligned.what()).find("16-byte aligned"), std::string::npos) << misaligned.what();
 }

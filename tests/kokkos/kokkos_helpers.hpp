@@ -17,7 +17,6 @@ inline BackendParams kokkos_params(MlaDims dims, int heads, DType dtype) {
   params.num_heads = heads;
   params.dims = dims;
   params.dtype = dtype;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(dims.qk_head_dim()));
   return params;
 }
 
@@ -35,13 +34,14 @@ inline ::testing::AssertionResult kokkos_matches_reference(const BackendParams& 
   k.fill_random(rng, -2.0f, 2.0f);
   v.fill_random(rng, -1.0f, 1.0f);
   HostTensor out(params.dtype, {nq, heads, dv});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dqk));
 
   auto kokkos = detail::kokkos_backend_entry().factory(params);
   kokkos->prepare(queue, meta);
-  const AttentionResult got = kokkos->run_new_tokens(queue, q.view(), k.view(), v.view(), true, out.view());
+  const AttentionResult got = kokkos->run_new_tokens(queue, q.view(), k.view(), v.view(), scale, true, out.view());
   auto reference = detail::reference_backend_entry().factory(params);
   reference->prepare(queue, meta);
-  const AttentionResult ref = reference->run_new_tokens(queue, q.view(), k.view(), v.view(), true);
+  const AttentionResult ref = reference->run_new_tokens(queue, q.view(), k.view(), v.view(), scale, true);
   return results_match(got.out, got.lse, ref.out, ref.lse, tolerance_for(params.dtype));
 }
 

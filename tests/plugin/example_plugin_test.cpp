@@ -87,7 +87,6 @@ TEST_F(ExamplePlugin, SelectedAsCustomMatchesReference) {
     params.num_heads = c.heads;
     params.dims = c.dims;
     params.dtype = c.dtype;
-    params.scale = 1.0f / std::sqrt(static_cast<float>(c.dims.qk_head_dim()));
     const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
     EXPECT_EQ(backend->name(), "EXAMPLE_PLUGIN");
     EXPECT_FALSE(backend->supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor));
@@ -96,7 +95,7 @@ TEST_F(ExamplePlugin, SelectedAsCustomMatchesReference) {
     metadata.add_chunk({3, 0, 11, 5});
     metadata.add_chunk({0, 2, 7, 1});
     const Step step = make_step(rng, params, std::move(metadata));
-    expect_matches_reference(*backend, params, step);
+    expect_matches_reference(*backend, params, 1.0f / std::sqrt(static_cast<float>(c.dims.qk_head_dim())), step);
   }
 }
 
@@ -104,7 +103,6 @@ TEST_F(ExamplePlugin, RefusesQuantisedOutputItCannotWrite) {
   BackendParams params;
   params.num_heads = 2;
   params.dtype = DType::bfloat16;
-  params.scale = 0.1f;
   const std::unique_ptr<PrefillBackend> backend =
       mla_prefill_registry().resolve(MlaPrefillBackendKind::CUSTOM).factory(params);
   std::mt19937_64 rng(7);
@@ -112,9 +110,9 @@ TEST_F(ExamplePlugin, RefusesQuantisedOutputItCannotWrite) {
   Queue queue = Queue::host();
   backend->prepare(queue, step.metadata);
   HostTensor out(DType::float8_e4m3, {5, 2, params.dims.v_head_dim});
-  const std::string message =
-      error_of([&] { backend->run_new_tokens(queue, step.q.view, step.k.view, step.v.view, false, out.view, 0.5f); },
-               ErrorCategory::not_supported);
+  const std::string message = error_of(
+      [&] { backend->run_new_tokens(queue, step.q.view, step.k.view, step.v.view, 0.1f, false, out.view, 0.5f); },
+      ErrorCategory::not_supported);
   EXPECT_NE(message.find("EXAMPLE_PLUGIN cannot write float8_e4m3 output"), std::string::npos) << message;
 }
 
@@ -133,13 +131,12 @@ TEST_F(ExamplePlugin, SelectedThroughAYamlOverride) {
   BackendParams params;
   params.num_heads = 2;
   params.dtype = DType::float32;
-  params.scale = 0.07216878f;
   const std::unique_ptr<PrefillBackend> backend = selector.create(automatic, params);
   EXPECT_EQ(backend->name(), "EXAMPLE_PLUGIN");
   std::mt19937_64 rng(99);
   PrefillMetadata metadata = PrefillMetadata::from_lengths({7, 13}, {7, 13});
   metadata.add_chunk({9, 0});
-  expect_matches_reference(*backend, params, make_step(rng, params, std::move(metadata)));
+  expect_matches_reference(*backend, params, 0.07216878f, make_step(rng, params, std::move(metadata)));
 
   mla_prefill_registry().clear_override(MlaPrefillBackendKind::KOKKOS);
   EXPECT_EQ(mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).description.name, "KOKKOS");

@@ -21,16 +21,16 @@ class WrappedReference final : public mla::PrefillBackend {
     inner_->prepare(queue, metadata);
   }
   mla::AttentionResult run_new_tokens(mla::Queue& queue, const mla::TensorView& q, const mla::TensorView& k,
-                                      const mla::TensorView& v, bool return_lse, std::optional<mla::TensorView> out,
-                                      std::optional<mla::OutputScale> out_scale,
+                                      const mla::TensorView& v, float scale, bool return_lse,
+                                      std::optional<mla::TensorView> out, std::optional<mla::OutputScale> out_scale,
                                       std::optional<mla::TensorView> lse) override {
-    return inner_->run_new_tokens(queue, q, k, v, return_lse, out, out_scale, lse);
+    return inner_->run_new_tokens(queue, q, k, v, scale, return_lse, out, out_scale, lse);
   }
   mla::AttentionResult run_context_chunk(mla::Queue& queue, int chunk_index, const mla::TensorView& q,
-                                         const mla::TensorView& k, const mla::TensorView& v,
+                                         const mla::TensorView& k, const mla::TensorView& v, float scale,
                                          std::optional<mla::TensorView> out,
                                          std::optional<mla::TensorView> lse) override {
-    return inner_->run_context_chunk(queue, chunk_index, q, k, v, out, lse);
+    return inner_->run_context_chunk(queue, chunk_index, q, k, v, scale, out, lse);
   }
   void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) override {
     inner_->merge_attn_states(queue, args);
@@ -74,13 +74,12 @@ TEST(InProcess, MacroRegistersCustomAtStartupAndItRuns) {
   params.num_heads = 3;
   params.dims = MlaDims{48, 16, 32};
   params.dtype = DType::float32;
-  params.scale = 0.125f;
   const std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
   EXPECT_EQ(backend->name(), macro_name);
   std::mt19937_64 rng(5);
   PrefillMetadata metadata = PrefillMetadata::from_lengths({3, 0, 11}, {3, 0, 11});
   metadata.add_chunk({4, 2, 0});
-  expect_matches_reference(*backend, params, make_step(rng, params, std::move(metadata)));
+  expect_matches_reference(*backend, params, 0.125f, make_step(rng, params, std::move(metadata)));
 
   // Its description is what the application wrote: fp16 was left out.
   EXPECT_EQ(validate(selection.entry.description, host_capability(), {DType::float16, deepseek_dims}),
@@ -136,7 +135,6 @@ TEST(InProcess, DirectCallWithMakeBackendEntry) {
   const Selection selection = selector.select({DType::bfloat16, deepseek_dims}, host_capability(), "HIP_FLASH");
   BackendParams params;
   params.dtype = DType::bfloat16;
-  params.scale = 0.1f;
   EXPECT_EQ(selector.create(selection, params)->name(), direct_name);
   mla_prefill_registry().clear_override(MlaPrefillBackendKind::HIP_FLASH);
   EXPECT_EQ(entry_name(MlaPrefillBackendKind::HIP_FLASH), "HIP_FLASH");

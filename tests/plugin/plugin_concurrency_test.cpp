@@ -23,7 +23,6 @@ TEST(PluginConcurrency, PrefillsRunWhileBackendsAndPluginsChange) {
   params.num_heads = 2;
   params.dims = {16, 8, 16};
   params.dtype = DType::bfloat16;
-  params.scale = 0.2f;
   const PrefillMetadata meta = PrefillMetadata::from_lengths({5, 0, 9}, {5, 0, 9});
   std::mt19937_64 rng(11);
   HostTensor q(DType::bfloat16, {14, 2, 24}), k(DType::bfloat16, {14, 2, 24}), v(DType::bfloat16, {14, 2, 16});
@@ -33,7 +32,7 @@ TEST(PluginConcurrency, PrefillsRunWhileBackendsAndPluginsChange) {
   Queue host = Queue::host();
   auto reference = builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
   reference->prepare(host, meta);
-  const AttentionResult expected = reference->run_new_tokens(host, q.view(), k.view(), v.view(), true);
+  const AttentionResult expected = reference->run_new_tokens(host, q.view(), k.view(), v.view(), 0.2f, true);
 
   std::atomic<bool> stop{false};
   std::atomic<int> wrong{0}, unexpected{0}, runs{0};
@@ -72,7 +71,7 @@ TEST(PluginConcurrency, PrefillsRunWhileBackendsAndPluginsChange) {
           auto backend = selector.create(selection, params);
           if (backend->name() != selection.entry.description.name) ++wrong;
           backend->prepare(host, meta);
-          const AttentionResult result = backend->run_new_tokens(host, q.view(), k.view(), v.view(), true);
+          const AttentionResult result = backend->run_new_tokens(host, q.view(), k.view(), v.view(), 0.2f, true);
           if (!testing::results_match(result.out, result.lse, expected.out, expected.lse,
                                       testing::tolerance_for(DType::bfloat16)))
             ++wrong;

@@ -157,7 +157,6 @@ TEST_F(PluginErrors, FailingOperationsNamePluginBackendAndCall) {
   const std::string prefix = "Plugin '" + canonical(path) + "', backend FAILING_TEST: ";
   BackendParams params;
   params.dtype = DType::bfloat16;
-  params.scale = 0.1f;
   params.num_heads = 3;
   std::string message = error_of([&] { entry->factory(params); }, ErrorCategory::plugin);
   EXPECT_EQ(message, prefix + "create failed: refusing 3 heads");
@@ -171,12 +170,12 @@ TEST_F(PluginErrors, FailingOperationsNamePluginBackendAndCall) {
   const Step step = make_step(rng, params, std::move(metadata));
   Queue queue = Queue::host();
   backend->prepare(queue, step.metadata);
-  message = error_of([&] { backend->run_new_tokens(queue, step.q.view, step.k.view, step.v.view, true); },
+  message = error_of([&] { backend->run_new_tokens(queue, step.q.view, step.k.view, step.v.view, 0.1f, true); },
                      ErrorCategory::plugin);
   EXPECT_EQ(message, prefix + "run_new_tokens failed: deliberate failure with 2 sequences");
-  message =
-      error_of([&] { backend->run_context_chunk(queue, 0, step.q.view, step.chunk_k[0].view, step.chunk_v[0].view); },
-               ErrorCategory::plugin);
+  message = error_of(
+      [&] { backend->run_context_chunk(queue, 0, step.q.view, step.chunk_k[0].view, step.chunk_v[0].view, 0.1f); },
+      ErrorCategory::plugin);
   EXPECT_EQ(message, prefix + "run_context_chunk failed: deliberate failure in chunk 0");
 
   HostTensor out(DType::bfloat16, {7, 2, params.dims.v_head_dim});
@@ -189,8 +188,9 @@ TEST_F(PluginErrors, FailingOperationsNamePluginBackendAndCall) {
   EXPECT_EQ(message, prefix + "merge_attn_states failed: (the plugin gave no message)");
 
   // Arguments are checked by the library before the plugin sees them.
-  message = error_of([&] { backend->run_new_tokens(queue, step.chunk_k[0].view, step.k.view, step.v.view, true); },
-                     ErrorCategory::invalid_argument);
+  message =
+      error_of([&] { backend->run_new_tokens(queue, step.chunk_k[0].view, step.k.view, step.v.view, 0.1f, true); },
+               ErrorCategory::invalid_argument);
   EXPECT_NE(message.find("q has 2 tokens but cu_seqlens_q needs 7"), std::string::npos) << message;
 }
 

@@ -131,7 +131,7 @@ Step make_step(std::mt19937_64& rng, const BackendParams& params, PrefillMetadat
   return step;
 }
 
-void expect_matches_reference(PrefillBackend& backend, const BackendParams& params, const Step& step) {
+void expect_matches_reference(PrefillBackend& backend, const BackendParams& params, float scale, const Step& step) {
   Queue queue = Queue::host();
   const std::unique_ptr<PrefillBackend> reference =
       builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
@@ -139,18 +139,18 @@ void expect_matches_reference(PrefillBackend& backend, const BackendParams& para
   reference->prepare(queue, step.metadata);
   const double out_tol = out_tolerance(params.dtype), lse_tol = lse_tolerance(params.dtype);
   const TensorView &q = step.q.view, &k = step.k.view, &v = step.v.view;
-  const AttentionResult expected = reference->run_new_tokens(queue, q, k, v, /*return_lse=*/true);
+  const AttentionResult expected = reference->run_new_tokens(queue, q, k, v, scale, /*return_lse=*/true);
 
   // The caller's output, poisoned: every element must be written.
   HostTensor out(params.dtype, {step.metadata.num_q_tokens(), params.num_heads, params.dims.v_head_dim});
-  const AttentionResult given = backend.run_new_tokens(queue, q, k, v, /*return_lse=*/true, out.view);
+  const AttentionResult given = backend.run_new_tokens(queue, q, k, v, scale, /*return_lse=*/true, out.view);
   EXPECT_EQ(given.out.data, out.view.data) << "the caller's out must be written in place";
   EXPECT_FALSE(given.out_storage);
   EXPECT_LT(relative_error(out.view, expected.out), out_tol);
   EXPECT_LT(lse_error(given.lse, expected.lse), lse_tol);
 
   // Outputs allocated by the library on the queue; no LSE asked for.
-  const AttentionResult allocated = backend.run_new_tokens(queue, q, k, v, /*return_lse=*/false);
+  const AttentionResult allocated = backend.run_new_tokens(queue, q, k, v, scale, /*return_lse=*/false);
   EXPECT_TRUE(allocated.lse.empty_view());
   EXPECT_EQ(allocated.out.dtype, params.dtype);
   EXPECT_LT(relative_error(allocated.out, expected.out), out_tol);
@@ -159,8 +159,9 @@ void expect_matches_reference(PrefillBackend& backend, const BackendParams& para
   std::vector<TensorView> chunk_k, chunk_v;
   for (const HostTensor& t : step.chunk_k) chunk_k.push_back(t.view);
   for (const HostTensor& t : step.chunk_v) chunk_v.push_back(t.view);
-  const AttentionResult full = run_prefill_step(backend, queue, step.metadata, q, k, v, chunk_k, chunk_v);
-  const AttentionResult full_expected = run_prefill_step(*reference, queue, step.metadata, q, k, v, chunk_k, chunk_v);
+  const AttentionResult full = run_prefill_step(backend, queue, step.metadata, q, k, v, chunk_k, chunk_v, scale);
+  const AttentionResult full_expected =
+      run_prefill_step(*reference, queue, step.metadata, q, k, v, chunk_k, chunk_v, scale);
   EXPECT_LT(relative_error(full.out, full_expected.out), out_tol);
   EXPECT_LT(lse_error(full.lse, full_expected.lse), lse_tol);
 }

@@ -60,7 +60,7 @@ Step make_step(std::mt19937_64& rng, const BackendParams& params, PrefillMetadat
 // Runs `backend` and REFERENCE over `step` (new tokens with a caller-given
 // poisoned out, new tokens with library-allocated outputs, and a whole
 // run_prefill_step with the chunks) and checks every result.
-void expect_matches_reference(PrefillBackend& backend, const BackendParams& params, const Step& step);
+void expect_matches_reference(PrefillBackend& backend, const BackendParams& params, float scale, const Step& step);
 
 // What a plugin load may change: every member's override (entry name or
 // none), the named factories, the loaded plugins.

@@ -90,7 +90,8 @@ HOST_BACKENDS = [
 ]
 
 
-def make_backend(name, dtype="float32", heads=4, dims=mlaprefill.DEEPSEEK_DIMS):
+def make_backend(name, dtype="float32", heads=4, dims=mlaprefill.DEEPSEEK_DIMS, kv_lora_rank=512):
     selector = mlaprefill.Selector(apply=False)
     selection = selector.select(dtype, dims, backend=name)
-    return selector.create(selection, num_heads=heads, scale=1.0 / math.sqrt(dims[0] + dims[1]), dims=dims)
+    return selector.create(selection, num_heads=heads, scale=1.0 / math.sqrt(dims[0] + dims[1]),
+                           kv_lora_rank=kv_lora_rank, dims=dims)

@@ -36,6 +36,24 @@ def test_new_tokens_match_the_oracle(rng, name, library):
 
 
 @pytest.mark.parametrize("name", HOST_BACKENDS)
+def test_a_call_may_pass_its_own_scale(rng, name):
+    cu = lengths_to_cu([4, 7])
+    q, k = (random_tensor(rng, (11, 4, DQK), "numpy") for _ in range(2))
+    v = random_tensor(rng, (11, 4, V), "numpy")
+    backend = make_backend(name)
+    backend.prepare(cu)
+    out, lse = backend.run_new_tokens(q, k, v, scale=0.31)
+    assert_close(out, lse, *attention(q, k, v, cu, cu, 0.31, causal=True), "float32")
+    selector = mlaprefill.Selector(apply=False)
+    unscaled = selector.create(selector.select("float32", backend=name), num_heads=4)
+    unscaled.prepare(cu)
+    with pytest.raises(ValueError, match="no softmax scale"):
+        unscaled.run_new_tokens(q, k, v)
+    with pytest.raises(ValueError, match="scale must be finite"):
+        unscaled.run_new_tokens(q, k, v, scale=float("inf"))
+
+
+@pytest.mark.parametrize("name", HOST_BACKENDS)
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_outputs_are_written_in_place(rng, name, library):
     cu = lengths_to_cu([3, 9])

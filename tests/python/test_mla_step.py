@@ -32,7 +32,8 @@ def oracle(q, kv_c, k_pe, cache, table, context, cu_q, w, scale):
 
 @pytest.mark.parametrize("name", HOST_BACKENDS)
 @pytest.mark.parametrize("library", ["numpy", "torch"])
-def test_the_whole_step_matches_the_oracle(rng, name, library):
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_whole_step_matches_the_oracle(rng, name, library, packed):
     q_lens, context, block = [3, 0, 5], [17, 4, 0], 8
     cu_q = lengths_to_cu(q_lens)
     nq = cu_q[-1]
@@ -48,35 +49,48 @@ def test_the_whole_step_matches_the_oracle(rng, name, library):
         "w": (rng.standard_normal((H * (P + V), L)) * 0.2).astype(np.float32),
     }
     inputs = {k: torch.from_numpy(v) for k, v in arrays.items()} if library == "torch" else arrays
-    backend = make_backend(name, heads=H)
-    out, lse = mlaprefill.run_mla_prefill(backend, inputs["q"], inputs["kv_c"], inputs["k_pe"], inputs["cache"],
-                                          table, context, cu_q, inputs["w"], workspace_tokens=block)
+    backend = make_backend(name, heads=H, kv_lora_rank=L)
+    # Packed: 10-token chunks, so both sequences run over two chunks and the second holds both.
+    plan = mlaprefill.plan_mla_prefill(backend, cu_q, context, table, block, 10 if packed else block, packed=packed)
+    assert plan.kv_lora_rank == L and plan.block_size == block and plan.num_q_tokens == nq
+    if packed:
+        assert [c["cu_seqlens_k"] for c in plan.chunks] == [[0, 10, 10, 10], [0, 7, 10, 10], [0, 0, 1, 1]]
+    args = (inputs["q"], inputs["kv_c"], inputs["k_pe"], inputs["cache"], inputs["w"])
+    out, lse = mlaprefill.run_mla_prefill(backend, plan, *args)
     expected = oracle(*(arrays[k].astype(np.float64) for k in ("q", "kv_c", "k_pe", "cache")), table, context, cu_q,
                       arrays["w"].astype(np.float64), backend.scale)
     assert_close(out, lse, *expected, "float32")
 
-    # The caller's workspace gives the same bits; one byte short is a ValueError.
-    size = mlaprefill.mla_prefill_workspace_size(backend, cu_q, context, L, block, block)
+    # The caller's workspace of the plan's size gives the same bits; one byte short is a ValueError.
+    size = plan.workspace_bytes
     workspace = torch.empty(size + 64, dtype=torch.uint8) if library == "torch" else np.empty(size + 64, np.uint8)
     start = (-(workspace.data_ptr() if library == "torch" else workspace.ctypes.data)) % 64
-    again = mlaprefill.run_mla_prefill(backend, inputs["q"], inputs["kv_c"], inputs["k_pe"], inputs["cache"], table,
-                                       context, cu_q, inputs["w"], workspace_tokens=block,
-                                       workspace=workspace[start : start + size])
+    again = mlaprefill.run_mla_prefill(backend, plan, *args, workspace=workspace[start : start + size])
     assert np.array_equal(np.asarray(again[0]), np.asarray(out)) and np.array_equal(np.asarray(again[1]),
                                                                                     np.asarray(lse))
     with pytest.raises(ValueError, match="bytes of workspace"):
-        mlaprefill.run_mla_prefill(backend, inputs["q"], inputs["kv_c"], inputs["k_pe"], inputs["cache"], table,
-                                   context, cu_q, inputs["w"], workspace_tokens=block,
-                                   workspace=workspace[start : start + size - 1])
+        mlaprefill.run_mla_prefill(backend, plan, *args, workspace=workspace[start : start + size - 1])
 
 
 def test_a_block_outside_the_cache_is_a_value_error():
-    backend = make_backend("REFERENCE", heads=H)
+    backend = make_backend("REFERENCE", heads=H, kv_lora_rank=L)
     q = np.ones((1, H, P + R), np.float32)
+    plan = mlaprefill.plan_mla_prefill(backend, [0, 1], [3], [[5]], 4, workspace_tokens=4)
     with pytest.raises(ValueError, match="is not a block of the cache"):
-        mlaprefill.run_mla_prefill(backend, q, np.ones((1, L), np.float32), np.ones((1, R), np.float32),
-                                   np.ones((2, 4, L + R), np.float32), [[5]], [3], [0, 1],
-                                   np.ones((H * (P + V), L), np.float32), workspace_tokens=4)
+        mlaprefill.run_mla_prefill(backend, plan, q, np.ones((1, L), np.float32), np.ones((1, R), np.float32),
+                                   np.ones((2, 4, L + R), np.float32), np.ones((H * (P + V), L), np.float32))
+
+
+def test_a_tensor_unlike_the_plan_names_both_values():
+    backend = make_backend("REFERENCE", heads=H, kv_lora_rank=L)
+    plan = mlaprefill.plan_mla_prefill(backend, [0, 1], [3], [[0]], 4, workspace_tokens=4)
+    q = np.ones((1, H, P + R), np.float32)
+    with pytest.raises(ValueError, match="kv_c dimension 1 is 16, but the plan's kv_lora_rank is 32"):
+        mlaprefill.run_mla_prefill(backend, plan, q, np.ones((1, 16), np.float32), np.ones((1, R), np.float32),
+                                   np.ones((2, 4, L + R), np.float32), np.ones((H * (P + V), L), np.float32))
+    with pytest.raises(ValueError, match="cache dimension 1 is 8, but the plan's block_size is 4"):
+        mlaprefill.run_mla_prefill(backend, plan, q, np.ones((1, L), np.float32), np.ones((1, R), np.float32),
+                                   np.ones((2, 8, L + R), np.float32), np.ones((H * (P + V), L), np.float32))
 
 
 def run_command(*args):

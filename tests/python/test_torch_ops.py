@@ -28,6 +28,17 @@ def test_prefill_and_context_chunk_match_the_oracle(rng):
     assert torch.allclose(merged, expected[0], atol=1e-6) and torch.allclose(merged_lse, expected[1], atol=1e-6)
 
 
+def test_each_call_has_its_own_scale(rng):
+    """One backend serves every scale: alternating scales each match the oracle."""
+    cu = lengths_to_cu([6, 3])
+    cu_t = torch.tensor(cu, dtype=torch.int32)
+    q, k = random_tensor(rng, (9, 2, DQK), "torch"), random_tensor(rng, (9, 2, DQK), "torch")
+    v = random_tensor(rng, (9, 2, V), "torch")
+    for scale in (0.05, 0.3, 0.05):
+        out, lse = torch.ops.mlaprefill.prefill(q, k, v, cu_t, cu_t, scale)
+        assert_close(out, lse, *attention(q, k, v, cu, cu, scale, causal=True), "float32")
+
+
 def test_an_explicit_backend_and_bf16(rng):
     cu = torch.tensor(lengths_to_cu([9, 4]))
     q, k = random_tensor(rng, (13, 2, DQK), "torch", "bfloat16"), random_tensor(rng, (13, 2, DQK), "torch",

@@ -27,7 +27,7 @@ TEST(ReferenceAttention, TwoKeysGiveSoftmaxWeights) {
   const HostTensor k = tensor_of({2, 1, 2}, {2.0f, 0.0f, 0.0f, -2.0f});
   const HostTensor v = tensor_of({2, 1, 1}, {3.0f, -1.0f});
   backend->prepare(host, PrefillMetadata::from_lengths({1}, {2}, /*causal=*/false));
-  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), true);
+  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), 1.0f, true);
   const double z = std::exp(2.0) + std::exp(-1.0);
   EXPECT_FLOAT_EQ(out_at(r, 0, 0), static_cast<float>((3.0 * std::exp(2.0) - std::exp(-1.0)) / z));
   EXPECT_FLOAT_EQ(lse_at(r, 0, 0), static_cast<float>(std::log(z)));
@@ -36,12 +36,12 @@ TEST(ReferenceAttention, TwoKeysGiveSoftmaxWeights) {
 // Causal, three queries and three keys: query i sees keys 0..i.
 TEST(ReferenceAttention, CausalSquareMask) {
   Queue host = Queue::host();
-  auto backend = make_reference(tiny_params(tiny_dims, 1, 0.5f));
+  auto backend = make_reference(tiny_params(tiny_dims, 1));
   const HostTensor q = tensor_of({3, 1, 2}, {1.0f, 1.0f, 2.0f, 0.0f, 0.0f, 2.0f});
   const HostTensor k = tensor_of({3, 1, 2}, {1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f});
   const HostTensor v = tensor_of({3, 1, 1}, {10.0f, 20.0f, 40.0f});
   backend->prepare(host, PrefillMetadata::from_lengths({3}, {3}));
-  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), true);
+  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), 0.5f, true);
   // Query 0: only key 0, score 0.5 * 1 = 0.5.
   EXPECT_EQ(out_at(r, 0, 0), 10.0f);
   EXPECT_FLOAT_EQ(lse_at(r, 0, 0), 0.5f);
@@ -65,7 +65,7 @@ TEST(ReferenceAttention, BottomRightAlignedMask) {
   const HostTensor k = tensor_of({4, 1, 2}, {0, 0, 1, 0, 2, 0, 3, 0});
   const HostTensor v = tensor_of({4, 1, 1}, {1, 2, 4, 8});
   backend->prepare(host, PrefillMetadata::from_lengths({2, 3}, {3, 1}));
-  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), true);
+  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), 1.0f, true);
   const double e = std::exp(1.0), e2 = std::exp(2.0);
   EXPECT_FLOAT_EQ(out_at(r, 0, 0), static_cast<float>((1.0 + 2.0 * e) / (1.0 + e)));
   EXPECT_FLOAT_EQ(out_at(r, 1, 0), static_cast<float>((1.0 + 2.0 * e + 4.0 * e2) / (1.0 + e + e2)));
@@ -88,7 +88,7 @@ TEST(ReferenceAttention, ChunkRowsWithoutKeys) {
   const HostTensor k = tensor_of({6, 2, 2}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
   const HostTensor v = tensor_of({6, 2, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   backend->prepare(host, meta);
-  const AttentionResult r = backend->run_context_chunk(host, 0, q.view(), k.view(), v.view());
+  const AttentionResult r = backend->run_context_chunk(host, 0, q.view(), k.view(), v.view(), 1.0f);
   for (std::int64_t t = 0; t < 2; ++t) {
     for (std::int64_t h = 0; h < 2; ++h) {
       EXPECT_EQ(out_at(r, t, h), 0.0f);
@@ -109,11 +109,11 @@ TEST(ReferenceAttention, Fp8OutputIsScaledAndSaturated) {
   const HostTensor v = tensor_of({2, 1, 1}, {3.0f, 1000.0f});
   backend->prepare(host, PrefillMetadata::from_lengths({2}, {2}));
   HostTensor out(DType::float8_e4m3, {2, 1, 1});
-  backend->run_new_tokens(host, q.view(), k.view(), v.view(), false, out.view(), 2.0f);
+  backend->run_new_tokens(host, q.view(), k.view(), v.view(), 1.0f, false, out.view(), 2.0f);
   // Token 0: 3 / 2 = 1.5, exact in e4m3. Token 1: mean 501.5 / 2 = 250.75 -> 256.
   EXPECT_EQ(out.at(0, 0, 0), 1.5f);
   EXPECT_EQ(out.at(1, 0, 0), fp8_e4m3_bits_to_float(float_to_fp8_e4m3_bits(250.75f)));
-  backend->run_new_tokens(host, q.view(), k.view(), v.view(), false, out.view(), 0.5f);
+  backend->run_new_tokens(host, q.view(), k.view(), v.view(), 1.0f, false, out.view(), 0.5f);
   EXPECT_EQ(out.at(1, 0, 0), 448.0f);  // 1003 saturates
 }
 
@@ -135,12 +135,12 @@ TEST(ReferenceAttention, OutputIsRoundedOnceToItsDtype) {
   };
   const HostTensor q32 = widen(q), k32 = widen(k), v32 = widen(v);
   const PrefillMetadata meta = PrefillMetadata::from_lengths({4, 5}, {4, 5});
-  auto narrow = make_reference(tiny_params(dims, 3, 0.3f, DType::bfloat16));
-  auto wide = make_reference(tiny_params(dims, 3, 0.3f, DType::float32));
+  auto narrow = make_reference(tiny_params(dims, 3, DType::bfloat16));
+  auto wide = make_reference(tiny_params(dims, 3, DType::float32));
   narrow->prepare(host, meta);
   wide->prepare(host, meta);
-  const AttentionResult r16 = narrow->run_new_tokens(host, q.view(), k.view(), v.view(), true);
-  const AttentionResult r32 = wide->run_new_tokens(host, q32.view(), k32.view(), v32.view(), true);
+  const AttentionResult r16 = narrow->run_new_tokens(host, q.view(), k.view(), v.view(), 0.3f, true);
+  const AttentionResult r32 = wide->run_new_tokens(host, q32.view(), k32.view(), v32.view(), 0.3f, true);
   for (std::int64_t t = 0; t < 9; ++t) {
     for (std::int64_t h = 0; h < 3; ++h) {
       EXPECT_EQ(lse_at(r16, h, t), lse_at(r32, h, t));
@@ -170,11 +170,12 @@ TEST(ReferenceAttention, StridesAreHonoured) {
       for (std::int64_t d = 0; d < dqk; ++d) qs.set(q.at(t, i, d), t, i, d), ks.set(k.at(t, i, d), t, i, d);
       for (std::int64_t d = 0; d < dv; ++d) vs.set(v.at(t, i, d), t, i, d);
     }
-  auto backend = make_reference(tiny_params(dims, 2, 0.25f, DType::float16));
+  auto backend = make_reference(tiny_params(dims, 2, DType::float16));
   backend->prepare(host, PrefillMetadata::from_lengths({3, 4}, {3, 4}));
-  const AttentionResult plain = backend->run_new_tokens(host, q.view(), k.view(), v.view(), true);
+  const AttentionResult plain = backend->run_new_tokens(host, q.view(), k.view(), v.view(), 0.25f, true);
   HostTensor out(DType::float16, {nq, h, dv}, {h * (dv + 3) + 1, dv + 3, 1}, 2, 9);
-  const AttentionResult strided = backend->run_new_tokens(host, qs.view(), ks.view(), vs.view(), true, out.view());
+  const AttentionResult strided =
+      backend->run_new_tokens(host, qs.view(), ks.view(), vs.view(), 0.25f, true, out.view());
   EXPECT_TRUE(out.padding_untouched());
   for (std::int64_t t = 0; t < nq; ++t)
     for (std::int64_t i = 0; i < h; ++i) {
@@ -197,9 +198,9 @@ TEST(ReferenceAttention, MatchesTextbookFormulaOnRandomBatches) {
   q.fill_random(rng, -2, 2);
   k.fill_random(rng, -2, 2);
   v.fill_random(rng, -1, 1);
-  auto backend = make_reference(tiny_params(dims, 3, scale));
+  auto backend = make_reference(tiny_params(dims, 3));
   backend->prepare(host, meta);
-  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), true);
+  const AttentionResult r = backend->run_new_tokens(host, q.view(), k.view(), v.view(), scale, true);
   const auto q0 = offsets_of(q_lens), k0 = offsets_of(k_lens);
   for (std::size_t b = 0; b < q_lens.size(); ++b) {
     for (int i = 0; i < q_lens[b]; ++i) {

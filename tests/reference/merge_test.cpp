@@ -137,7 +137,7 @@ TEST(ReferenceMerge, EveryOperandHasItsOwnStrides) {
   Queue host = Queue::host();
   std::mt19937_64 rng(5);
   const std::int64_t n = 13, h = 3, dv = 128;
-  auto backend = make_reference(tiny_params({128, 64, 128}, 3, 1.0f, DType::bfloat16));
+  auto backend = make_reference(tiny_params({128, 64, 128}, 3, DType::bfloat16));
   HostTensor prefix(DType::bfloat16, {n, h, dv}, {h * 192, 192, 1});
   HostTensor suffix(DType::bfloat16, {n, h, dv});
   HostTensor prefix_lse(DType::float32, {h, n}, {1, h});  // token-major

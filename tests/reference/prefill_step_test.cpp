@@ -38,7 +38,7 @@ void check_step(const StepCase& c, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const MlaDims dims{24, 8, 20};
   const std::int64_t heads = 3, dqk = 32, dv = 20;
-  auto backend = make_reference(tiny_params(dims, static_cast<int>(heads), 0.18f));
+  auto backend = make_reference(tiny_params(dims, static_cast<int>(heads)));
   PrefillMetadata meta = PrefillMetadata::from_lengths(c.q_lens, c.q_lens);
   const auto random = [&](std::int64_t n, std::int64_t dim, float bound) {
     HostTensor t(DType::float32, {n, heads, dim});
@@ -55,7 +55,8 @@ void check_step(const StepCase& c, std::uint64_t seed) {
   for (std::size_t i = 0; i < ck.size(); ++i) ck_views.push_back(ck[i].view()), cv_views.push_back(cv[i].view());
   const HostTensor q = random(meta.num_q_tokens(), dqk, 2), k = random(meta.num_k_tokens(), dqk, 2),
                    v = random(meta.num_k_tokens(), dv, 1);
-  const AttentionResult step = run_prefill_step(*backend, host, meta, q.view(), k.view(), v.view(), ck_views, cv_views);
+  const AttentionResult step =
+      run_prefill_step(*backend, host, meta, q.view(), k.view(), v.view(), ck_views, cv_views, 0.18f);
 
   std::vector<int> full_lens(c.q_lens.size(), 0);
   for (std::size_t b = 0; b < c.q_lens.size(); ++b) {
@@ -77,7 +78,7 @@ void check_step(const StepCase& c, std::uint64_t seed) {
     append_rows(full_v, row_v, v, q_offsets[b], c.q_lens[b]);
   }
   backend->prepare(host, PrefillMetadata::from_lengths(c.q_lens, full_lens));
-  const AttentionResult single = backend->run_new_tokens(host, q.view(), full_k.view(), full_v.view(), true);
+  const AttentionResult single = backend->run_new_tokens(host, q.view(), full_k.view(), full_v.view(), 0.18f, true);
   // Each merge rounds to fp32 once; nothing else separates the two.
   EXPECT_TRUE(results_match(step.out, step.lse, single.out, single.lse, {1e-6, 1e-5}));
 }

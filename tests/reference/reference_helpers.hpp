@@ -19,10 +19,9 @@ inline std::unique_ptr<PrefillBackend> make_reference(const BackendParams& param
   return detail::reference_backend_entry().factory(params);
 }
 
-inline BackendParams tiny_params(MlaDims dims, int heads = 1, float scale = 1.0f, DType dtype = DType::float32) {
+inline BackendParams tiny_params(MlaDims dims, int heads = 1, DType dtype = DType::float32) {
   BackendParams params;
   params.num_heads = heads;
-  params.scale = scale;
   params.dims = dims;
   params.dtype = dtype;
   return params;

@@ -22,12 +22,12 @@ class FakeBackend final : public PrefillBackend {
  public:
   FakeBackend(const BackendParams& params, std::string name) : PrefillBackend(params), name_(std::move(name)) {}
   std::string name() const override { return name_; }
-  AttentionResult run_new_tokens(Queue&, const TensorView&, const TensorView&, const TensorView&, bool,
+  AttentionResult run_new_tokens(Queue&, const TensorView&, const TensorView&, const TensorView&, float, bool,
                                  std::optional<TensorView>, std::optional<OutputScale>,
                                  std::optional<TensorView>) override {
     raise(ErrorCategory::not_supported, "fake backend " + name_ + " does not compute");
   }
-  AttentionResult run_context_chunk(Queue&, int, const TensorView&, const TensorView&, const TensorView&,
+  AttentionResult run_context_chunk(Queue&, int, const TensorView&, const TensorView&, const TensorView&, float,
                                     std::optional<TensorView>, std::optional<TensorView>) override {
     raise(ErrorCategory::not_supported, "fake backend " + name_ + " does not compute");
   }

@@ -147,5 +147,27 @@ TEST_F(SelectorTest, CreateBuildsTheSelectedBackend) {
   error_message([&] { selector.create(broken, BackendParams{}); }, ErrorCategory::internal);
 }
 
+// Creation builds only what was validated: params of another dtype or dims
+// than the selection's request are an error naming both.
+TEST_F(SelectorTest, CreateRefusesParamsUnlikeTheSelection) {
+  Selector selector(Config::builtin_defaults());
+  const Selection selection = selector.select(bf16, hopper, "KOKKOS");
+  EXPECT_EQ(selection.request, bf16);
+  BackendParams params;
+  params.dtype = DType::float16;
+  const std::string message =
+      error_message([&] { selector.create(selection, params); }, ErrorCategory::invalid_argument);
+  EXPECT_NE(
+      message.find("Selection of KOKKOS was made for " + to_string(bf16) + " but the params ask for dtype=float16"),
+      std::string::npos)
+      << message;
+  params.dtype = DType::bfloat16;
+  params.dims = {64, 32, 64};
+  EXPECT_NE(error_message([&] { selector.create(selection, params); }, ErrorCategory::invalid_argument)
+                .find("qk_nope_head_dim=64"),
+            std::string::npos);
+  EXPECT_EQ(counters("KOKKOS").factory, 0) << "a refused creation builds nothing";
+}
+
 }  // namespace
 }  // namespace mla::test

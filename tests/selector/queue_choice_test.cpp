@@ -41,7 +41,7 @@ TEST(QueueChoice, FallbackToAHostBackendOnAGpuPlatformRuns) {
   for (const char* platform : {"nvidia:7.5", "amd:gfx1100"}) {
     SCOPED_TRACE(platform);
     Selector selector(Config::builtin_defaults());
-    const Selection chosen = selector.select(bf16, parse_platform(platform));
+    const Selection chosen = selector.select({DType::bfloat16, {16, 8, 16}}, parse_platform(platform));
     ASSERT_TRUE(chosen.name == "KOKKOS" || chosen.name == "REFERENCE") << chosen.name;
     EXPECT_EQ(chosen.entry.description.queue_kinds, std::vector<DeviceBackend>{DeviceBackend::host});
 
@@ -49,8 +49,7 @@ TEST(QueueChoice, FallbackToAHostBackendOnAGpuPlatformRuns) {
     EXPECT_EQ(queue.backend(), DeviceBackend::host);
     check_queue(chosen.entry.description, queue);
 
-    BackendParams params{
-        .num_heads = 2, .scale = 0.1f, .kv_lora_rank = 512, .dims = {16, 8, 16}, .dtype = DType::bfloat16};
+    BackendParams params{.num_heads = 2, .kv_lora_rank = 512, .dims = {16, 8, 16}, .dtype = DType::bfloat16};
     auto backend = selector.create(chosen, params);
     PrefillMetadata metadata = PrefillMetadata::from_lengths({3, 1}, {3, 1});
     metadata.add_chunk({2, 5});
@@ -61,7 +60,8 @@ TEST(QueueChoice, FallbackToAHostBackendOnAGpuPlatformRuns) {
       return t;
     };
     OwnedTensor q = make(4, 24), k = make(4, 24), v = make(4, 16), ck = make(7, 24), cv = make(7, 16);
-    AttentionResult result = run_prefill_step(*backend, queue, metadata, q.view, k.view, v.view, {ck.view}, {cv.view});
+    AttentionResult result =
+        run_prefill_step(*backend, queue, metadata, q.view, k.view, v.view, {ck.view}, {cv.view}, 0.1f);
     queue.wait();
     ASSERT_EQ(result.out.numel(), 4 * 2 * 16);
     for (std::int64_t i = 0; i < result.out.numel(); ++i)
@@ -79,8 +79,7 @@ TEST(QueueChoice, AMismatchedQueueNamesBothKinds) {
   EXPECT_NE(message.find(chosen.name + " runs on a host queue, not on a cuda queue"), std::string::npos) << message;
 
   // The backend's own check says the same on every call.
-  BackendParams params{
-      .num_heads = 1, .scale = 0.1f, .kv_lora_rank = 512, .dims = deepseek_dims, .dtype = DType::bfloat16};
+  BackendParams params{.num_heads = 1, .kv_lora_rank = 512, .dims = deepseek_dims, .dtype = DType::bfloat16};
   auto backend = selector.create(chosen, params);
   const std::string call =
       error_of([&] { backend->prepare(gpu, PrefillMetadata::from_lengths({1}, {1})); }, ErrorCategory::not_supported);

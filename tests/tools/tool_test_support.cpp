@@ -163,7 +163,6 @@ Attention reference_attention(const std::vector<float>& q, const std::vector<flo
   Queue queue = Queue::host();
   BackendParams params;
   params.num_heads = heads;
-  params.scale = scale;
   params.dims = dims;
   params.dtype = dtype;
   auto backend = builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
@@ -174,7 +173,7 @@ Attention reference_attention(const std::vector<float>& q, const std::vector<flo
   const OwnedTensor kt = host_tensor(queue, k, dtype, {nk, heads, dims.qk_head_dim()});
   const OwnedTensor vt = host_tensor(queue, v, dtype, {nk, heads, dims.v_head_dim});
   backend->prepare(queue, metadata);
-  const AttentionResult result = backend->run_new_tokens(queue, qt.view, kt.view, vt.view, true);
+  const AttentionResult result = backend->run_new_tokens(queue, qt.view, kt.view, vt.view, scale, true);
   queue.wait();
   return {to_floats(result.out), to_floats(result.lse)};
 }

@@ -88,10 +88,10 @@ void check_queue(const BackendDescription& description, const Queue& queue);
 void require_queue_kind(std::string_view who, std::string_view operation, const std::vector<DeviceBackend>& kinds,
                         const Queue& queue);
 
-// Constructor arguments of every backend (vLLM: num_heads, scale, kv_lora_rank, dims).
+// Constructor arguments of every backend (vLLM: num_heads, kv_lora_rank, dims).
+// The softmax scale is not among them: each attention call takes its own.
 struct BackendParams {
   int num_heads = 16;
-  float scale = 0.0f;
   int kv_lora_rank = 512;
   MlaDims dims = deepseek_dims;
   DType dtype = DType::bfloat16;  // element type of q, k, v
@@ -193,12 +193,13 @@ class PrefillBackend {
   // The prepared step's token counts (raises before prepare).
   const StepSizes& step_sizes() const;
 
-  // Causal (metadata.causal) varlen attention of the new tokens. Results go
-  // into `out` [Nq, H, V] and `lse` [H, Nq] float32 when the caller passes
-  // them (any strides; `lse` needs return_lse) and are allocated on `queue`
-  // otherwise, so a caller that passes both allocates nothing.
+  // Causal (metadata.causal) varlen attention of the new tokens, softmax of
+  // `scale` * q.k (finite). Results go into `out` [Nq, H, V] and `lse` [H, Nq]
+  // float32 when the caller passes them (any strides; `lse` needs
+  // return_lse) and are allocated on `queue` otherwise, so a caller that
+  // passes both allocates nothing.
   virtual AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                         bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                         float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
                                          std::optional<OutputScale> out_scale = std::nullopt,
                                          std::optional<TensorView> lse = std::nullopt) = 0;
 
@@ -206,7 +207,8 @@ class PrefillBackend {
   // always returns the LSE. Rows whose sequence has no keys: 0 and -inf.
   // `out` (the backend's dtype) and `lse` as for run_new_tokens.
   virtual AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                            const TensorView& v, std::optional<TensorView> out = std::nullopt,
+                                            const TensorView& v, float scale,
+                                            std::optional<TensorView> out = std::nullopt,
                                             std::optional<TensorView> lse = std::nullopt) = 0;
 
   // Joins two partial attentions (docs/contract.md §3).
@@ -232,19 +234,20 @@ class PrefillBackend {
   virtual std::string kernel_info() const { return {}; }
 
  protected:
-  // Shape/dtype checks shared by every backend; raise Error(invalid_argument).
-  void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v,
+  // Shape/dtype/scale checks shared by every backend; raise Error(invalid_argument).
+  void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                              const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
                              const std::optional<TensorView>& lse = std::nullopt) const;
-  void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
+  void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                         const std::optional<TensorView>& out = std::nullopt,
                         const std::optional<TensorView>& lse = std::nullopt) const;
   // The same, plus check_accessible on every tensor; what a run_* override calls first.
   void check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                             const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
+                             float scale, const std::optional<TensorView>& out,
+                             const std::optional<OutputScale>& out_scale,
                              const std::optional<TensorView>& lse = std::nullopt) const;
   void check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const std::optional<TensorView>& out = std::nullopt,
+                        const TensorView& v, float scale, const std::optional<TensorView>& out = std::nullopt,
                         const std::optional<TensorView>& lse = std::nullopt) const;
   // The caller's out and lse views, and what is missing allocated on `queue`:
   // out in `out_dtype` (q's dtype, or fp8 with an out_scale), lse when
@@ -270,13 +273,15 @@ struct BackendEntry {
 };
 
 // One whole prefill step, what vLLM's forward_mha does: attention of the new
-// tokens (causal), then of every context chunk, merged in turn. `chunk_k` /
-// `chunk_v` hold one view per metadata chunk. Returns [Nq, H, V] output and
+// tokens (causal), then of every context chunk, merged in turn, each with
+// softmax scale `scale`. `chunk_k` / `chunk_v` hold one view per metadata
+// chunk. Returns [Nq, H, V] output and
 // [H, Nq] LSE, equal to one attention pass over context + new tokens. This
 // form allocates its results and workspace on `queue`; the one below does not.
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
-                                 const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v);
+                                 const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
+                                 float scale);
 
 // Where a prefill step writes, all memory of the caller's (device memory of
 // the queue, or anything the queue can access).
@@ -298,7 +303,7 @@ std::size_t prefill_step_workspace_size(const BackendParams& params, const Devic
 // makes no allocation and waits for nothing on the host.
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers);
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers);
 
 // The same with metadata on the device, through prepare_device(): on the
 // flash backends, with a borrowed stream and buffers of the caller's, the
@@ -307,6 +312,6 @@ void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetada
 // (same sizes).
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, const PrefillStepBuffers& buffers);
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers);
 
 }  // namespace mla

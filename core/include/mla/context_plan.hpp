@@ -40,4 +40,19 @@ struct ContextPlan {
 ContextPlan plan_context_chunks(const std::vector<std::int32_t>& context_lens, std::int64_t workspace_tokens,
                                 int block_size);
 
+// Chunks filled to exactly `workspace_tokens` tokens (the last one less):
+// the sequences' contexts laid end to end in batch order and cut every
+// `workspace_tokens`, so short contexts share a chunk and a long one runs
+// over several. Fewer chunks than plan_context_chunks when the contexts
+// differ in length; a gather by cache slot needs no block alignment.
+// Raises Error(invalid_argument) for a workspace below 1 token or a negative
+// context length. chunk_size holds each chunk's token count.
+ContextPlan pack_context_chunks(const std::vector<std::int32_t>& context_lens, std::int64_t workspace_tokens);
+
+// Raises Error(invalid_argument) naming the chunk and sequence unless `plan`
+// has B+1 cu_seqlens_k and B starts per chunk (B = context_lens.size()),
+// non-negative runs inside each context, and together covers every context
+// token of every sequence exactly once.
+void check_context_plan(const ContextPlan& plan, const std::vector<std::int32_t>& context_lens);
+
 }  // namespace mla

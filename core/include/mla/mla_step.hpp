@@ -17,9 +17,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "mla/backend.hpp"
+#include "mla/context_plan.hpp"
 
 namespace mla {
 
@@ -35,29 +37,83 @@ struct MlaStepInputs {
   TensorView q;
   TensorView kv_c;
   TensorView k_pe;
-  TensorView cache;          // the backend's dtype, or float8_e4m3 bytes dequantised by cache_scale
+  TensorView cache;          // the plan's dtype, or float8_e4m3 bytes dequantised by cache_scale
   float cache_scale = 1.0f;  // fp8 cache: value = decoded byte * cache_scale
   TensorView kv_b_proj;      // any float dtype
 };
 
 struct MlaStepOutputs {
-  TensorView out;  // [Nq, H, V] in the backend's dtype
+  TensorView out;  // [Nq, H, V] in the plan's dtype (float8_e4m3 with an out_scale)
   TensorView lse;  // [H, Nq] float32; empty view: not wanted
-  // The caller's workspace: mla_prefill_workspace_size() bytes or more,
-  // 64-byte aligned, in memory the queue reaches. Null (and 0 bytes): the
-  // call allocates it on the queue and frees it before it returns.
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
 };
 
-// Bytes of workspace run_mla_prefill needs for `metadata` with a cache of
-// `block_size` tokens per block, `kv_lora_rank` latent values per token and
-// `workspace_tokens` gathered at a time: float32 latents, keys and values for
-// the new tokens or the largest chunk, the chunks' cache slots, and three
-// partial results when there is context. An engine sizes one workspace for
-// its largest step; a smaller step fits in it.
-std::size_t mla_prefill_workspace_size(const BackendParams& params, const MlaStepMetadata& metadata, int kv_lora_rank,
-                                       int block_size, std::int64_t workspace_tokens);
+// Memory of the caller's for one step: MlaStepPlan::workspace_bytes or more,
+// 64-byte aligned, in memory the queue reaches. Empty (null, 0 bytes): the
+// run allocates it on the queue and frees it before it returns.
+struct Workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// Where a step's largest block id comes from: the cache must have more blocks.
+struct BlockTableEntry {
+  int sequence = 0;  // row of the block table
+  int column = 0;
+  std::int32_t block = -1;  // -1: the step reads no block
+};
+
+// Everything run_mla_prefill needs to know before it sees a tensor, worked
+// out once on the host by plan_mla_prefill: a value, so a step's plan can be
+// kept, compared, sized for and run again. Each quantity has this one source;
+// run_mla_prefill checks the backend and every tensor against it and names
+// both values when they differ.
+struct MlaStepPlan {
+  // The model's and the cache's sizes.
+  int num_heads = 0;
+  MlaDims dims = deepseek_dims;
+  DType dtype = DType::bfloat16;  // q, kv_c, k_pe, keys and values; the cache unless fp8
+  int kv_lora_rank = 0;           // L: latent values per token
+  int block_size = 0;             // tokens per cache block
+  // The step.
+  int batch_size = 0;
+  std::int64_t num_q_tokens = 0;
+  BlockTableEntry largest_block;
+  // The attention of the step: the new tokens (causal, their own keys) and
+  // one entry per context chunk, each chunk's keys as cu_seqlens.
+  PrefillMetadata attention;
+  // Which context tokens each chunk gathers: a chunk may hold several
+  // sequences' runs and a sequence may run over several chunks.
+  ContextPlan context;
+  // The gather lists: the cache slot (block * block_size + position) of
+  // every token of every chunk, chunk after chunk in the order of the chunk's
+  // cu_seqlens_k; chunk c's are [slot_offsets[c], slot_offsets[c + 1]).
+  std::vector<std::int64_t> slots;
+  std::vector<std::int64_t> slot_offsets;
+  // The cu_seqlens the queue reads, as the workspace holds them: the new
+  // tokens' (attention.cu_seqlens_q), then each chunk's cu_seqlens_k.
+  std::vector<std::int32_t> device_cu_seqlens;
+  // Bytes of workspace the run needs: the metadata and gather lists the
+  // queue reads, float32 latents, keys and values for the new tokens or the
+  // largest chunk, and three partial results when there is context. An engine
+  // sizes one workspace for its largest step; a smaller step fits in it.
+  std::size_t workspace_bytes = 0;
+
+  std::size_t num_chunks() const { return context.chunks.size(); }
+};
+
+// Plans a step for a backend built with `params` (heads, dims, dtype and
+// kv_lora_rank come from there) over a cache of `block_size` tokens per
+// block, gathering at most `workspace_tokens` context tokens at a time
+// (plan_context_chunks: vLLM's plan). Checks the metadata and raises
+// Error(invalid_argument) naming the culprit: cu_seqlens, a context longer
+// than its row of the block table, a negative block id.
+MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata& metadata, int block_size,
+                             std::int64_t workspace_tokens);
+// The same with the caller's chunks (plan_context_chunks, pack_context_chunks
+// or an engine's own), which must cover every context token of every
+// sequence exactly once.
+MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata& metadata, int block_size,
+                             const ContextPlan& chunks);
 
 // Where one run_mla_prefill's time went, in milliseconds between events on
 // its queue: gathering rows,
@@ -70,22 +126,26 @@ struct MlaStepPhases {
   double total_ms() const { return gather_ms + projection_ms + attention_ms + merge_ms; }
 };
 
-// Runs the step on `backend` and its `queue`, gathering at most
-// `workspace_tokens` context tokens at a time (plan_context_chunks). Checks
-// everything first and raises Error(invalid_argument) naming the culprit:
-// shapes and dtypes, a block id outside the cache, a context longer than its
-// row of the block table. Every tensor must be in memory the queue can reach.
+// Runs a planned step on `backend` and its `queue`, with softmax scale
+// `scale` (finite) for the attention. Checks the backend's
+// parameters and every tensor against the plan first and raises
+// Error(invalid_argument) naming both values: shapes and dtypes, a cache of
+// other blocks, a block id outside the cache. Every tensor must be in memory
+// the queue can reach. Pass an empty `workspace` ({}) to let the call
+// allocate its own.
 //
 // The gather and up-projection run through the backend
 // (PrefillBackend::gather_latents and project_latents): on the host for
 // REFERENCE, KOKKOS and plugins, as kernels on the GPU for the flash
-// backends. With `outputs.workspace` the call allocates nothing on the queue
-// (prepare() aside, which GPU backends do once per size). With `phases` the
-// call records events between the phases and waits for the queue at the end
-// to fill it in; without, it returns without waiting for the kernels, though
-// uploading the chunks' cache slots from the host may wait for the queue.
-void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepMetadata& metadata,
-                     const MlaStepInputs& inputs, const MlaStepOutputs& outputs, std::int64_t workspace_tokens,
-                     MlaStepPhases* phases = nullptr);
+// backends. With a workspace the call allocates nothing on the queue: the
+// plan's metadata and gather lists are copied into it (one copy from the
+// host, which may wait for the queue) and the backend reads them there
+// (prepare_device). `out_scale` writes out as float8_e4m3, on backends that
+// support it. With `phases` the call records events between the phases and
+// waits for the queue at the end to fill it in; without, it returns without
+// waiting for the kernels.
+void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
+                     const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
+                     std::optional<OutputScale> out_scale = std::nullopt, MlaStepPhases* phases = nullptr);
 
 }  // namespace mla

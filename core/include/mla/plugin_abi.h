@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MLA_PLUGIN_ABI_VERSION 1u
+#define MLA_PLUGIN_ABI_VERSION 2u
 
 /* Names of the two exported functions, for dlsym. */
 #define MLA_PLUGIN_ABI_VERSION_SYMBOL "mla_plugin_abi_version"
@@ -113,7 +113,6 @@ typedef struct mla_plugin_dims {
 /* Constructor arguments of a backend instance. */
 typedef struct mla_plugin_params {
   int32_t num_heads;
-  float scale; /* softmax scale */
   int32_t kv_lora_rank;
   mla_plugin_dims dims;
   int32_t dtype; /* element type of q, k and v */
@@ -148,7 +147,8 @@ typedef struct mla_plugin_metadata {
 /* One attention call. For run_new_tokens cu_seqlens_k are the new tokens'
  * keys and causal is the metadata's flag (bottom-right aligned when a
  * sequence has more keys than queries); for run_context_chunk they are the
- * chunk's keys and causal is 0. Rows without keys: output 0, LSE -inf. */
+ * chunk's keys and causal is 0. Scores are scale * q.k. Rows without keys:
+ * output 0, LSE -inf. */
 typedef struct mla_plugin_attention_args {
   mla_plugin_tensor q;         /* [Nq, H, P + R] */
   mla_plugin_tensor k;         /* [Nk, H, P + R] */
@@ -163,6 +163,7 @@ typedef struct mla_plugin_attention_args {
   int32_t causal;
   int32_t has_out_scale; /* out = saturate(attention / out_scale) as e4m3 */
   float out_scale;
+  float scale; /* softmax scale, finite */
 } mla_plugin_attention_args;
 
 /* merge_attn_states: joins two partial attentions of the same queries by

@@ -31,6 +31,10 @@ struct Selection {
   std::string why;  // "explicit choice from MLA_PREFILL_BACKEND", "first valid in the priority list for nvidia 8.0+"...
   DeviceCapability platform;
   std::vector<CandidateReport> walk;  // the candidates considered, in order
+  // What select() was asked for: the dtype and dims the backend was
+  // validated for (or, on a platform of unknown capability, taken without
+  // validation). create() builds only a backend of these.
+  SelectorConfig request;
 };
 
 // Applies the process-wide parts of `config`, in this order: its log_level
@@ -71,6 +75,9 @@ class Selector {
   // Every member (CUSTOM only when registered) with its availability and reasons.
   std::vector<CandidateReport> report(const SelectorConfig& request, const DeviceCapability& platform) const;
 
+  // Builds the selected backend. Raises Error(invalid_argument) naming both
+  // values when `params` ask for another dtype or dims than the selection was
+  // made for (select again for those), or when the selection holds no factory.
   std::unique_ptr<PrefillBackend> create(const Selection& selection, const BackendParams& params) const;
 
   void clear_cache();

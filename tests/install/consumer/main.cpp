@@ -14,7 +14,6 @@ bool prefill_one_token(mla::MlaPrefillBackendKind kind, const char* name) {
   mla::Queue queue = mla::Queue::host();
   mla::BackendParams params;
   params.num_heads = 1;
-  params.scale = 0.125f;
   params.dims = mla::MlaDims{4, 4, 4};
   params.dtype = mla::DType::float32;
   auto backend = mla::mla_prefill_registry().resolve(kind).factory(params);
@@ -23,7 +22,7 @@ bool prefill_one_token(mla::MlaPrefillBackendKind kind, const char* name) {
   auto view = [](std::vector<float>& data, std::int64_t width) {
     return mla::TensorView::contiguous(data.data(), mla::DType::float32, {1, 1, width});
   };
-  mla::AttentionResult result = backend->run_new_tokens(queue, view(q, 8), view(k, 8), view(v, 4), true);
+  mla::AttentionResult result = backend->run_new_tokens(queue, view(q, 8), view(k, 8), view(v, 4), 0.125f, true);
   queue.wait();
   const float* out = static_cast<const float*>(result.out.data);
   const float* lse = static_cast<const float*>(result.lse.data);
