@@ -4,6 +4,7 @@
 #include <string>
 
 #include "mla/error.hpp"
+#include "overlap.hpp"
 
 namespace mla::detail {
 namespace {
@@ -115,6 +116,7 @@ MlaStepShape check_mla_step(const BackendParams& params, const MlaStepMetadata& 
     check_dims(outputs.lse, "lse", {shape.heads, shape.num_q});
     check_dtype(outputs.lse, "lse", DType::float32);
   }
+  check_no_overlap(inputs, outputs);
   return shape;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -231,6 +232,39 @@ TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
   EXPECT_NE(message(too_long, s.w).find("holds"), std::string::npos);
   HostTensor wrong_w(DType::float32, {3, latent_dim});
   EXPECT_NE(message(s, wrong_w).find("kv_b_proj dimension 0 is 3"), std::string::npos);
+}
+
+// The step's out, lse and workspace must not share memory with what it reads.
+TEST_P(MlaStep, OutputsOverlappingInputsAreRefused) {
+  Step s = make_step({2}, {20}, 16);
+  const DeviceTensor kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+  const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+  // q [2, H, P+R] and out [2, H, V] as column ranges of one buffer that share column P+R-1.
+  const std::int64_t row = p() + r() + v_dim();
+  OwnedTensor both = OwnedTensor::device(queue_, dtype(), {2, heads(), row});
+  TensorView q = both.view, out = both.view;
+  q.shape[2] = p() + r();
+  out.shape[2] = v_dim();
+  out.data = static_cast<std::byte*>(both.view.data) + (p() + r() - 1) * static_cast<std::int64_t>(dtype_size(dtype()));
+  OwnedTensor apart = OwnedTensor::device(queue_, dtype(), {2, heads(), v_dim()});
+  const MlaStepInputs in{q, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
+  const auto message = [&](const MlaStepOutputs& outputs) {
+    try {
+      run_mla_prefill(*backend_, queue_, s.metadata, in, outputs, 64);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({out, {}}).find("run_mla_prefill: out overlaps q"), std::string::npos);
+  const TensorView lse_in_k_pe =
+      TensorView::contiguous(k_pe.view.data, DType::float32, {heads(), 2}, MemoryKind::device);
+  EXPECT_NE(message({apart.view, lse_in_k_pe}).find("run_mla_prefill: lse overlaps k_pe"), std::string::npos);
+  // No larger than the cache, so that it overlaps nothing else: the overlap is
+  // found before the workspace's size is checked.
+  const std::string in_cache = message({apart.view, {}, cache.view.data, cache.buffer.bytes()});
+  EXPECT_NE(in_cache.find("run_mla_prefill: workspace overlaps cache"), std::string::npos) << in_cache;
 }
 
 // The up-projection alone, on an odd shape (13 tokens, L = 37): within the

@@ -79,6 +79,21 @@ def test_a_block_outside_the_cache_is_a_value_error():
                                    np.ones((H * (P + V), L), np.float32), workspace_tokens=4)
 
 
+def test_outputs_that_overlap_inputs_are_value_errors(rng):
+    backend = make_backend("REFERENCE", heads=H, dims=(P, R, V))
+    q = rng.standard_normal((2, H, P + R)).astype(np.float32)
+    kv_c = rng.standard_normal((2, L)).astype(np.float32)
+    k_pe = rng.standard_normal((2, R)).astype(np.float32)
+    cache = rng.standard_normal((1, 4, L + R)).astype(np.float32)
+    w = rng.standard_normal((H * (P + V), L)).astype(np.float32)
+    args = (backend, q, kv_c, k_pe, cache, np.zeros((1, 1), np.int32), [3], [0, 2], w)
+    with pytest.raises(ValueError, match="run_mla_prefill: out overlaps q"):
+        mlaprefill.run_mla_prefill(*args, workspace_tokens=4, out=q[:, :, :V])
+    size = mlaprefill.mla_prefill_workspace_size(backend, [0, 2], [3], L, 4, 4)
+    with pytest.raises(ValueError, match="run_mla_prefill: workspace overlaps cache"):
+        mlaprefill.run_mla_prefill(*args, workspace_tokens=4, workspace=cache.view(np.uint8).reshape(-1)[:size])
+
+
 def run_command(*args):
     import os
     import subprocess
