@@ -78,6 +78,12 @@ if(EXAMPLES_SOURCE)
   run_example(simulated_platforms 2 "amd.*explicit choice|CUDA_FLASH is not valid" ${user_env}
     bash ${EXAMPLES_SOURCE}/shell/simulated_platforms.sh)
   run_example(plugin_backends 0 "CUSTOM +yes +yes" ${user_env} bash ${EXAMPLES_SOURCE}/shell/plugin_backends.sh)
+  # The conformance kit, as a backend's author outside this tree runs it: the
+  # installed runner on the installed example plugin, from a folder of its own.
+  if(EXISTS ${prefix}/bin/mla-prefill-conformance)
+    run_example(conformance 0 "PASSED" ${user_env} ${CMAKE_COMMAND} -E chdir ${WORK_DIR}
+      bash ${EXAMPLES_SOURCE}/shell/conformance.sh)
+  endif()
   run_example(selection.yaml 0 "selected: +(KOKKOS|REFERENCE)" ${user_env} mla-prefill backends --config
     ${EXAMPLES_SOURCE}/config/selection.yaml)
 endif()
