@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "mla/error.hpp"
+#include "overlap.hpp"
 
 namespace mla {
 namespace {
@@ -188,6 +189,11 @@ void check_merge_args(const MergeArgs& args) {
                    std::to_string(t));
     }
   }
+  detail::check_no_overlap("merge", {{"out", args.out}, {"out_lse", args.out_lse}},
+                           {{"prefix_out", prefix},
+                            {"prefix_lse", args.prefix_lse},
+                            {"suffix_out", args.suffix_out},
+                            {"suffix_lse", args.suffix_lse}});
 }
 
 void check_merge_args(const Queue& queue, const MergeArgs& args) {
@@ -273,6 +279,7 @@ void PrefillBackend::check_new_tokens_args(const TensorView& q, const TensorView
     check_out_dtype(*out, params_.dtype, out_scale);
   }
   if (lse) check_lse(*lse, "lse", heads, meta.num_q_tokens);
+  detail::check_no_overlap("", {{"out", out}, {"lse", lse}}, {{"q", q}, {"k", k}, {"v", v}});
 }
 
 void PrefillBackend::check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k,
@@ -313,6 +320,7 @@ void PrefillBackend::check_chunk_args(int chunk_index, const TensorView& q, cons
         *out, {"chunk out", params_.dtype, dtype_source, meta.num_q_tokens, "cu_seqlens_q", heads, dv, "v_head_dim"});
   }
   if (lse) check_lse(*lse, "chunk lse", heads, meta.num_q_tokens);
+  detail::check_no_overlap("", {{"chunk out", out}, {"chunk lse", lse}}, {{"q", q}, {k_name, k}, {v_name, v}});
 }
 
 void PrefillBackend::check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,

@@ -11,6 +11,7 @@
 #include "mla/context_plan.hpp"
 #include "mla/error.hpp"
 #include "mla_step_check.hpp"
+#include "overlap.hpp"
 #include "workspace.hpp"
 
 namespace mla {
@@ -275,6 +276,7 @@ void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& p
                      const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
                      std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
   detail::check_mla_step(plan, backend.params(), inputs, outputs, out_scale);
+  detail::check_no_overlap(inputs, outputs, workspace);
   run_checked(backend, queue, plan, inputs, outputs, workspace, scale, out_scale, phases);
 }
 

@@ -7,6 +7,7 @@
 
 #include "mla/backend.hpp"
 #include "mla/error.hpp"
+#include "overlap.hpp"
 #include "workspace.hpp"
 
 namespace mla {
@@ -70,6 +71,7 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
               const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
               const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
   check_chunk_views(chunks, chunk_k, chunk_v);
+  detail::check_no_overlap(q, k, v, chunk_k, chunk_v, buffers);
   const BackendParams& params = backend.params();
   detail::check_workspace("run_prefill_step", "prefill_step_workspace_size", buffers.workspace, buffers.workspace_bytes,
                           workspace_size(params, num_q, chunks));

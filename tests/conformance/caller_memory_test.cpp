@@ -232,6 +232,49 @@ TEST_P(CallerMemory, AnAllocationFailureIsOneErrorAndTheNextStepWorks) {
   EXPECT_TRUE(same_bytes(fetch(again.out), expected_out, "out after the failures"));
 }
 
+// Outputs that share memory with an input are refused by the backend under
+// test before it runs, naming both (the shared checks every backend calls).
+TEST_P(CallerMemory, OutputsOverlappingInputsAreRefused) {
+  const Step step = random_step({3, 4}, {{2, 5}});
+  const Operands& ops = step.ops;
+  const std::int64_t nq = step.meta.num_q_tokens();
+  backend_->prepare(queue_, step.meta);
+  const auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  // k and v have as many tokens as q here, so v has out's shape.
+  EXPECT_NE(message([&] {
+              backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true, ops.dv.view);
+            }).find("out overlaps v"),
+            std::string::npos);
+  OwnedTensor out = OwnedTensor::device(queue_, dtype(), {nq, heads(), v_dim()});
+  const TensorView lse_in_q =
+      TensorView::contiguous(ops.dq.view.data, DType::float32, {heads(), nq}, MemoryKind::device);
+  EXPECT_NE(message([&] {
+              backend_->run_context_chunk(queue_, 0, ops.dq.view, step.chunk_k[0], step.chunk_v[0], scale_, out.view,
+                                          lse_in_q);
+            }).find("chunk lse overlaps q"),
+            std::string::npos);
+  OwnedTensor lse = OwnedTensor::device(queue_, DType::float32, {heads(), nq});
+  const MergeArgs merge{out.view,    lse.view,     ops.dv.view,  lse_in_q,
+                        ops.dv.view, TensorView{}, std::nullopt, std::nullopt};
+  EXPECT_NE(message([&] { backend_->merge_attn_states(queue_, merge); }).find("merge: out overlaps suffix_out"),
+            std::string::npos);
+  UsmBuffer workspace = UsmBuffer::device(queue_, prefill_step_workspace_size(params_, step.meta));
+  const PrefillStepBuffers buffers{ops.dv.view, lse.view, workspace.get(), workspace.bytes()};
+  EXPECT_NE(message([&] {
+              run_prefill_step(*backend_, queue_, step.meta, ops.dq.view, ops.dk.view, ops.dv.view, step.chunk_k,
+                               step.chunk_v, scale_, buffers);
+            }).find("run_prefill_step: out overlaps v"),
+            std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CallerMemory,
                          ::testing::Values(ConformanceShape{DType::bfloat16, deepseek_dims, 4},
                                            ConformanceShape{DType::float16, {64, 64, 128}, 1},

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -291,6 +292,39 @@ TEST_P(MlaStep, ABackendOrTensorUnlikeThePlanIsAnErrorNamingBoth) {
             std::string::npos);
   const std::string block = message(plan_mla_prefill(params_, s.metadata, 8, 64));
   EXPECT_NE(block.find("cache dimension 1 is 16, but the plan's block_size is 8"), std::string::npos) << block;
+}
+
+// The step's out, lse and workspace must not share memory with what it reads.
+TEST_P(MlaStep, OutputsOverlappingInputsAreRefused) {
+  Step s = make_step({2}, {20}, 16);
+  const DeviceTensor kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+  const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+  // q [2, H, P+R] and out [2, H, V] as column ranges of one buffer that share column P+R-1.
+  const std::int64_t row = p() + r() + v_dim();
+  OwnedTensor both = OwnedTensor::device(queue_, dtype(), {2, heads(), row});
+  TensorView q = both.view, out = both.view;
+  q.shape[2] = p() + r();
+  out.shape[2] = v_dim();
+  out.data = static_cast<std::byte*>(both.view.data) + (p() + r() - 1) * static_cast<std::int64_t>(dtype_size(dtype()));
+  OwnedTensor apart = OwnedTensor::device(queue_, dtype(), {2, heads(), v_dim()});
+  const MlaStepInputs in{q, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
+  const auto message = [&](const MlaStepOutputs& outputs, const Workspace& workspace) {
+    try {
+      run_mla_prefill(*backend_, queue_, plan(s, 64), in, outputs, workspace, scale_);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({out, {}}, {}).find("run_mla_prefill: out overlaps q"), std::string::npos);
+  const TensorView lse_in_k_pe =
+      TensorView::contiguous(k_pe.view.data, DType::float32, {heads(), 2}, MemoryKind::device);
+  EXPECT_NE(message({apart.view, lse_in_k_pe}, {}).find("run_mla_prefill: lse overlaps k_pe"), std::string::npos);
+  // No larger than the cache, so that it overlaps nothing else: the overlap is
+  // found before the workspace's size is checked.
+  const std::string in_cache = message({apart.view, {}}, {cache.view.data, cache.buffer.bytes()});
+  EXPECT_NE(in_cache.find("run_mla_prefill: workspace overlaps cache"), std::string::npos) << in_cache;
 }
 
 // The up-projection alone, on an odd shape (13 tokens, L = 37): within the

@@ -47,6 +47,47 @@ if(NOT step_output MATCHES "${expected}")
 endif()
 message(STATUS "${step_output}")
 
+# The README's examples (examples/): the C++ ones built against the installed
+# package, the command-line ones with the installed command first on PATH, the
+# Python ones with the installed package on PYTHONPATH. Each must exit as the
+# README says and print what it computed.
+function(run_example what expected_rc expected_output)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${EXAMPLES_SOURCE}/.. RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL expected_rc OR NOT "${out}${err}" MATCHES "${expected_output}")
+    message(FATAL_ERROR "install test: example ${what} exited ${rc} (wanted ${expected_rc} and output matching "
+                        "'${expected_output}'):\n${out}\n${err}")
+  endif()
+  message(STATUS "example ${what}: ok")
+endfunction()
+if(EXAMPLES_SOURCE)
+  run_step("examples configure" ${CMAKE_COMMAND} -S ${EXAMPLES_SOURCE}/cpp -B ${WORK_DIR}/examples -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+    "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion -Werror")
+  run_step("examples build" ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
+  # The environment of a user who followed the README: the installed command first on PATH,
+  # nothing of the test's own selection settings.
+  set(user_env ${CMAKE_COMMAND} -E env --unset=MLA_CONFIG --unset=MLA_PREFILL_BACKEND --unset=MLA_PLATFORM
+    --unset=MLA_PLUGINS --unset=MLA_PLUGIN_DIR "PATH=${prefix}/bin:$ENV{PATH}")
+  run_example(quick_start 0 "quick start: [A-Z_]+ computed out bfloat16\\[610, 16, 128\\]" ${user_env}
+    ${WORK_DIR}/examples/quick_start)
+  run_example(engine_step 0 "engine step: [A-Z_]+ wrote out bfloat16\\[12, 16, 128\\]" ${user_env}
+    ${WORK_DIR}/examples/engine_step)
+  run_example(in_process_backend 0 "in-process backend: CUSTOM \\(MY_BACKEND\\)" ${user_env}
+    ${WORK_DIR}/examples/in_process_backend)
+  run_example(simulated_platforms 2 "amd.*explicit choice|CUDA_FLASH is not valid" ${user_env}
+    bash ${EXAMPLES_SOURCE}/shell/simulated_platforms.sh)
+  run_example(plugin_backends 0 "CUSTOM +yes +yes" ${user_env} bash ${EXAMPLES_SOURCE}/shell/plugin_backends.sh)
+  # The conformance kit, as a backend's author outside this tree runs it: the
+  # installed runner on the installed example plugin, from a folder of its own.
+  if(EXISTS ${prefix}/bin/mla-prefill-conformance)
+    run_example(conformance 0 "PASSED" ${user_env} ${CMAKE_COMMAND} -E chdir ${WORK_DIR}
+      bash ${EXAMPLES_SOURCE}/shell/conformance.sh)
+  endif()
+  run_example(selection.yaml 0 "selected: +(KOKKOS|REFERENCE)" ${user_env} mla-prefill backends --config
+    ${EXAMPLES_SOURCE}/config/selection.yaml)
+endif()
+
 # The Python package, when the build has it: it imports from the prefix (its
 # module finds the installed libmla) and computes with NumPy arrays.
 if(PYTHON AND PYTHON_DIR)
@@ -74,4 +115,22 @@ print("python:", backend.name, float(out[0, 0, 5]), "ok")
     message(FATAL_ERROR "install test: unexpected output of the installed Python package:\n${step_output}")
   endif()
   message(STATUS "${step_output}")
+  if(EXAMPLES_SOURCE)
+    set(python_env ${user_env} PYTHONPATH=${python_root} PYTHONDONTWRITEBYTECODE=1)
+    if(PYTHON STREQUAL "/usr/bin/python3")  # the interpreter the README's command names
+      run_example(python_report 0 "'platform'" ${python_env} bash ${EXAMPLES_SOURCE}/shell/python_report.sh)
+    endif()
+    # The Python examples use PyTorch tensors; PyTorch is optional for the package.
+    execute_process(COMMAND ${PYTHON} -c "import torch" RESULT_VARIABLE no_torch OUTPUT_QUIET ERROR_QUIET)
+    if(no_torch)
+      message(STATUS "example prefill.py: skipped, ${PYTHON} cannot import torch")
+    else()
+      run_example(prefill.py 0 "\\(12, 16, 128\\) \\(16, 12\\)" ${python_env} ${PYTHON}
+        ${EXAMPLES_SOURCE}/python/prefill.py)
+    endif()
+    if(TORCH_OPS)
+      run_example(torch_ops.py 0 "\\(12, 16, 128\\) \\(16, 12\\)" ${python_env} ${PYTHON}
+        ${EXAMPLES_SOURCE}/python/torch_ops.py)
+    endif()
+  endif()
 endif()

@@ -131,3 +131,30 @@ def test_the_backend_keeps_working_after_errors(backend, qkv):
             backend.run_new_tokens(q[:, :1], k, v)
     out, lse = backend.run_new_tokens(q, k, v)
     assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_outputs_that_overlap_inputs_are_value_errors(rng, library):
+    # qk_head_dim == v_head_dim, so q itself has out's shape.
+    backend = make_backend("REFERENCE", dims=(64, 64, 128))
+    cu = lengths_to_cu([3, 4])
+    backend.prepare(cu)
+    q, k, v = (random_tensor(rng, (7, 4, 128), library) for _ in range(3))
+    with pytest.raises(ValueError, match="out overlaps q"):
+        backend.run_new_tokens(q, k, v, out=q)
+    with pytest.raises(ValueError, match="out overlaps v"):
+        backend.run_new_tokens(q, k, v, out=v[:, :, :])
+    lse = random_tensor(rng, (4, 7), library)
+    with pytest.raises(ValueError, match="merge: out overlaps suffix_out"):
+        backend.merge_attn_states(q, lse, k, lse, output=k)
+    with pytest.raises(ValueError, match="run_prefill_step: out overlaps q"):
+        mlaprefill.run_prefill_step(backend, q, k, v, cu, out=q)
+    # Apart, the same call runs.
+    out = random_tensor(rng, (7, 4, 128), library)
+    backend.run_new_tokens(q, k, v, out=out)
+
+
+def test_an_output_inside_a_wider_input_is_a_value_error(backend, qkv):
+    q, k, v = qkv
+    with pytest.raises(ValueError, match="out overlaps q"):
+        backend.run_new_tokens(q, k, v, out=q[:, :, :V])

@@ -93,6 +93,22 @@ def test_a_tensor_unlike_the_plan_names_both_values():
                                    np.ones((2, 8, L + R), np.float32), np.ones((H * (P + V), L), np.float32))
 
 
+def test_outputs_that_overlap_inputs_are_value_errors(rng):
+    backend = make_backend("REFERENCE", heads=H, kv_lora_rank=L)
+    q = rng.standard_normal((2, H, P + R)).astype(np.float32)
+    kv_c = rng.standard_normal((2, L)).astype(np.float32)
+    k_pe = rng.standard_normal((2, R)).astype(np.float32)
+    cache = rng.standard_normal((1, 4, L + R)).astype(np.float32)
+    w = rng.standard_normal((H * (P + V), L)).astype(np.float32)
+    plan = mlaprefill.plan_mla_prefill(backend, [0, 2], [3], np.zeros((1, 1), np.int32), 4, workspace_tokens=4)
+    args = (backend, plan, q, kv_c, k_pe, cache, w)
+    with pytest.raises(ValueError, match="run_mla_prefill: out overlaps q"):
+        mlaprefill.run_mla_prefill(*args, out=q[:, :, :V])
+    size = min(plan.workspace_bytes, cache.nbytes)
+    with pytest.raises(ValueError, match="run_mla_prefill: workspace overlaps cache"):
+        mlaprefill.run_mla_prefill(*args, workspace=cache.view(np.uint8).reshape(-1)[:size])
+
+
 def run_command(*args):
     import os
     import subprocess

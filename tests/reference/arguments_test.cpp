@@ -290,6 +290,62 @@ TEST_F(Arguments, CallerResultViewsAreChecked) {
       invalid, "run_prefill_step: buffers.out is missing"));
 }
 
+// An output that shares memory with an input (or another output) would be
+// written while it is read: every entry point refuses it, naming both.
+TEST_F(Arguments, OutputsOverlappingInputsAreRefused) {
+  backend_->prepare(host_, meta_);
+  TensorView q_head = q_.view();  // [5, 4, 12] inside q's [5, 4, 24]
+  q_head.shape[2] = 12;
+  HostTensor lse = make({4, 5}, DType::float32), out = make({5, 4, 12});
+  const TensorView lse_in_out = TensorView::contiguous(out.view().data, DType::float32, {4, 5});
+  EXPECT_TRUE(raises([&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), 0.2f, true, q_head); },
+                     invalid, "out overlaps q: an output must not share memory with an input or another output"));
+  EXPECT_TRUE(raises([&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), 0.2f, true, v_.view()); },
+                     invalid, "out overlaps v"));
+  EXPECT_TRUE(raises(
+      [&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), 0.2f, true, out.view(), {}, lse_in_out); },
+      invalid, "out overlaps lse"));
+
+  HostTensor chunk_k = make({5, 4, 24}), chunk_v = make({5, 4, 12});
+  EXPECT_TRUE(raises(
+      [&] { backend_->run_context_chunk(host_, 0, q_.view(), chunk_k.view(), chunk_v.view(), 0.2f, chunk_v.view()); },
+      invalid, "chunk out overlaps chunk 0 v"));
+  const TensorView lse_in_k = TensorView::contiguous(chunk_k.view().data, DType::float32, {4, 5});
+  EXPECT_TRUE(raises(
+      [&] {
+        backend_->run_context_chunk(host_, 0, q_.view(), chunk_k.view(), chunk_v.view(), 0.2f, out.view(), lse_in_k);
+      },
+      invalid, "chunk lse overlaps chunk 0 k"));
+
+  HostTensor prefix = make({5, 4, 12}), suffix = make({5, 4, 12}), prefix_lse = make({4, 5}, DType::float32);
+  HostTensor suffix_lse = make({4, 5}, DType::float32);
+  const MergeArgs merge{prefix.view(), prefix_lse.view(), suffix.view(), suffix_lse.view(),
+                        suffix.view(), TensorView{},      std::nullopt,  std::nullopt};
+  EXPECT_TRUE(raises([&] { backend_->merge_attn_states(host_, merge); }, invalid, "merge: out overlaps suffix_out"));
+  MergeArgs merge_lse = merge;
+  merge_lse.out = out.view();
+  merge_lse.out_lse = prefix_lse.view();
+  EXPECT_TRUE(
+      raises([&] { backend_->merge_attn_states(host_, merge_lse); }, invalid, "merge: out_lse overlaps prefix_lse"));
+
+  const std::size_t needed = prefill_step_workspace_size(backend_->params(), meta_);
+  UsmBuffer workspace = UsmBuffer::device(host_, needed);
+  const auto step = [&](const PrefillStepBuffers& buffers) {
+    return [&, buffers] {
+      run_prefill_step(*backend_, host_, meta_, q_.view(), k_.view(), v_.view(), {chunk_k.view()}, {chunk_v.view()},
+                       0.2f, buffers);
+    };
+  };
+  EXPECT_TRUE(raises(step({chunk_v.view(), lse.view(), workspace.get(), needed}), invalid,
+                     "run_prefill_step: out overlaps chunk_v[0]"));
+  EXPECT_TRUE(raises(step({out.view(), lse.view(), q_.view().data, needed}), invalid,
+                     "run_prefill_step: workspace overlaps q"));
+  EXPECT_TRUE(
+      raises(step({out.view(), lse_in_out, workspace.get(), needed}), invalid, "run_prefill_step: out overlaps lse"));
+  // The same buffers apart are accepted.
+  EXPECT_NO_THROW(step({out.view(), lse.view(), workspace.get(), needed})());
+}
+
 // The reference reads memory on the calling thread: a GPU queue is refused.
 TEST_F(Arguments, ReferenceRefusesGpuQueues) {
   Queue gpu = fake_gpu_queue();

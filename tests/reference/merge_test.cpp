@@ -178,12 +178,13 @@ TEST(ReferenceMerge, EveryOperandHasItsOwnStrides) {
 // backing; only the pages written are ever committed.
 TEST(ReferenceMerge, IndexesBeyond32Bits) {
   const std::int64_t far = (std::int64_t{1} << 31) + 64;
-  const std::size_t bytes = static_cast<std::size_t>(far + 64) * sizeof(float);
+  const std::size_t bytes = static_cast<std::size_t>(2 * far + 128) * sizeof(float);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) GTEST_SKIP() << "cannot reserve " << bytes << " bytes of address space";
   auto* floats = static_cast<float*>(base);
   TensorView prefix = TensorView::contiguous(floats, DType::float32, {2, 1, 4});
-  TensorView out = TensorView::contiguous(floats + 16, DType::float32, {2, 1, 4});
+  // out starts past prefix's last row: outputs must not share an input's span.
+  TensorView out = TensorView::contiguous(floats + far + 64, DType::float32, {2, 1, 4});
   prefix.stride[0] = out.stride[0] = far;
   for (std::int64_t d = 0; d < 4; ++d) floats[d] = floats[far + d] = static_cast<float>(d + 1);
   const HostTensor suffix = tensor_of({2, 1, 4}, {-1, -2, -3, -4, -5, -6, -7, -8});
@@ -194,8 +195,8 @@ TEST(ReferenceMerge, IndexesBeyond32Bits) {
   backend->merge_attn_states(host, {prefix, prefix_lse.view(), suffix.view(), suffix_lse.view(), out, TensorView{},
                                     std::nullopt, std::nullopt});
   for (std::int64_t d = 0; d < 4; ++d) {
-    EXPECT_EQ(floats[16 + d], static_cast<float>(d + 1));  // token 0: the prefix
-    EXPECT_EQ(floats[far + 16 + d], 0.5f * static_cast<float>(d + 1) + 0.5f * (-5.0f - static_cast<float>(d)));
+    EXPECT_EQ(floats[far + 64 + d], static_cast<float>(d + 1));  // token 0: the prefix
+    EXPECT_EQ(floats[2 * far + 64 + d], 0.5f * static_cast<float>(d + 1) + 0.5f * (-5.0f - static_cast<float>(d)));
   }
   munmap(base, bytes);
 }

@@ -146,7 +146,8 @@ struct MergeArgs {
   std::optional<OutputScale> out_scale;                     // required for fp8 output
 };
 
-// Checks shapes, dtypes and the fp8 scale of a merge; raises Error(invalid_argument).
+// Checks shapes, dtypes and the fp8 scale of a merge, and that out and out_lse
+// share no memory with an input or each other; raises Error(invalid_argument).
 void check_merge_args(const MergeArgs& args);
 // The same, plus: every tensor is in memory `queue` can access.
 void check_merge_args(const Queue& queue, const MergeArgs& args);
@@ -234,7 +235,8 @@ class PrefillBackend {
   virtual std::string kernel_info() const { return {}; }
 
  protected:
-  // Shape/dtype/scale checks shared by every backend; raise Error(invalid_argument).
+  // Shape/dtype/scale checks shared by every backend, and that out and lse
+  // share no memory with q, k, v or each other; raise Error(invalid_argument).
   void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                              const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
                              const std::optional<TensorView>& lse = std::nullopt) const;

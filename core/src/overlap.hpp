@@ -1,0 +1,57 @@
+// Refusing outputs that share memory with an input or with another output: a
+// kernel that writes what it still reads gives wrong results without a word.
+// Internal to core; the argument checks of the backends and steps call it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mla/backend.hpp"
+#include "mla/mla_step.hpp"
+#include "mla/tensor.hpp"
+
+namespace mla::detail {
+
+// The bytes from a view's lowest-addressed element to the end of its
+// highest-addressed one, whatever the strides' signs and order. Empty (begin
+// == end) for an empty view, a view with no elements or a null pointer. Two
+// views whose spans intersect are treated as overlapping even when their
+// strides interleave without sharing an element: the check errs towards
+// refusing.
+struct ByteSpan {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  bool empty() const { return begin == end; }
+  bool intersects(const ByteSpan& other) const;
+};
+
+ByteSpan byte_span(const TensorView& view);
+ByteSpan byte_span(const void* data, std::size_t bytes);
+
+// A named tensor or raw buffer of a call, for the message.
+struct Operand {
+  Operand(std::string name, const TensorView& view);
+  Operand(std::string name, const std::optional<TensorView>& view);
+  Operand(std::string name, const void* data, std::size_t bytes);
+
+  std::string name;
+  ByteSpan span;
+  std::string description;
+};
+
+// Raises Error(invalid_argument) "<who>: out overlaps q (...)" naming both
+// when an output's span intersects an input's or another output's. Inputs may
+// share memory with each other (k and v as views of one cache, say).
+void check_no_overlap(const std::string& who, const std::vector<Operand>& outputs, const std::vector<Operand>& inputs);
+
+// The same for whole steps: the caller's out, lse and workspace against every
+// tensor the step reads.
+void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView& v,
+                      const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
+                      const PrefillStepBuffers& buffers);
+void check_no_overlap(const MlaStepInputs& inputs, const MlaStepOutputs& outputs, const Workspace& workspace);
+
+}  // namespace mla::detail

@@ -1,0 +1,80 @@
+#include <mla/mla.hpp>
+
+#include <cstdio>
+#include <memory>
+
+#include "random_tensor.hpp"  // random_tensor(queue, dtype, shape): random values on the queue's device
+
+// A backend is a PrefillBackend: a constructor from BackendParams, a name and the
+// three operations. This one hands them to REFERENCE; yours runs its own kernels.
+// The inherited checks (check_new_tokens_args, ...) and allocate_result do the
+// argument checks and the outputs the caller did not pass.
+class MyBackend final : public mla::PrefillBackend {
+ public:
+  explicit MyBackend(const mla::BackendParams& params)
+      : PrefillBackend(params),
+        inner_(mla::builtin_mla_prefill_entry(mla::MlaPrefillBackendKind::REFERENCE)->factory(params)) {}
+  std::string name() const override { return "MY_BACKEND"; }
+  void prepare(mla::Queue& queue, const mla::PrefillMetadata& metadata) override {
+    PrefillBackend::prepare(queue, metadata);  // checks and keeps the metadata
+    inner_->prepare(queue, metadata);
+  }
+  mla::AttentionResult run_new_tokens(mla::Queue& queue, const mla::TensorView& q, const mla::TensorView& k,
+                                      const mla::TensorView& v, float scale, bool return_lse,
+                                      std::optional<mla::TensorView> out, std::optional<mla::OutputScale> out_scale,
+                                      std::optional<mla::TensorView> lse) override {
+    check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
+    return inner_->run_new_tokens(queue, q, k, v, scale, return_lse, out, out_scale, lse);
+  }
+  mla::AttentionResult run_context_chunk(mla::Queue& queue, int chunk, const mla::TensorView& q,
+                                         const mla::TensorView& k, const mla::TensorView& v, float scale,
+                                         std::optional<mla::TensorView> out,
+                                         std::optional<mla::TensorView> lse) override {
+    check_chunk_args(queue, chunk, q, k, v, scale, out, lse);
+    return inner_->run_context_chunk(queue, chunk, q, k, v, scale, out, lse);
+  }
+  void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) override {
+    mla::check_merge_args(queue, args);
+    inner_->merge_attn_states(queue, args);
+  }
+
+ private:
+  std::unique_ptr<mla::PrefillBackend> inner_;
+};
+
+mla::BackendDescription my_description() {
+  mla::BackendDescription d;
+  d.name = "MY_BACKEND";
+  d.dtypes = {mla::DType::bfloat16};
+  d.queue_kinds = {mla::DeviceBackend::host};  // where its operations run
+  return d;
+}
+
+int main() {
+  // A direct call (vLLM's register_backend(...)):
+  //   mla::register_mla_prefill_backend(mla::MlaPrefillBackendKind::CUSTOM,
+  //                                     mla::make_backend_entry<MyBackend>(my_description()));
+  // or one line at namespace scope (vLLM's decorator; not from inside a static library):
+  //   MLA_REGISTER_PREFILL_BACKEND(CUSTOM, MyBackend, my_description());
+  // or for a scope, e.g. a test; the destructor restores what was there before:
+  mla::BackendRegistration<MyBackend> registration{mla::MlaPrefillBackendKind::CUSTOM, my_description()};
+
+  mla::Config config = mla::resolve_config();
+  config.backend = "CUSTOM";  // as --backend CUSTOM, MLA_PREFILL_BACKEND=CUSTOM or `backend: CUSTOM`
+  mla::Selector selector(config);
+  mla::Selection chosen = selector.select({mla::DType::bfloat16, mla::deepseek_dims}, mla::current_platform());
+  mla::Queue queue = mla::make_queue(chosen);
+  auto backend = selector.create(chosen, {.num_heads = 4, .dtype = mla::DType::bfloat16});
+
+  auto metadata = mla::PrefillMetadata::from_lengths({3, 8}, {3, 8});
+  const auto bf16 = mla::DType::bfloat16;
+  auto q = random_tensor(queue, bf16, {11, 4, 192}), k = random_tensor(queue, bf16, {11, 4, 192});
+  auto v = random_tensor(queue, bf16, {11, 4, 128});
+  mla::AttentionResult result =
+      mla::run_prefill_step(*backend, queue, metadata, q.view, k.view, v.view, {}, {}, 0.0722f);
+  queue.wait();
+  if (!all_finite(queue, result.out)) return 1;
+  std::printf("in-process backend: %s (%s) computed out %s\n", chosen.name.c_str(), backend->name().c_str(),
+              result.out.describe().c_str());
+  return 0;
+}

@@ -1,0 +1,1 @@
+mla-prefill backends --config configs/examples/plugin.yaml   # CUSTOM: available, valid

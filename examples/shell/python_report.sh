@@ -1,0 +1,1 @@
+/usr/bin/python3 -c "import mlaprefill; print(mlaprefill.backends())"
