@@ -3,6 +3,7 @@
 // backend it names, and every run gives the right answer. Run it under the
 // tsan preset to check the locking, not only the outcome.
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,11 @@ TEST(PluginConcurrency, PrefillsRunWhileBackendsAndPluginsChange) {
   auto reference = builtin_mla_prefill_entry(MlaPrefillBackendKind::REFERENCE)->factory(params);
   reference->prepare(host, meta);
   const AttentionResult expected = reference->run_new_tokens(host, q.view(), k.view(), v.view(), 0.2f, true);
+
+  // A build without Kokkos refuses KOKKOS whenever the override below is cleared.
+  const std::optional<BackendEntry> kokkos = builtin_mla_prefill_entry(MlaPrefillBackendKind::KOKKOS);
+  const bool kokkos_built =
+      kokkos && (!kokkos->description.availability || kokkos->description.availability().available);
 
   std::atomic<bool> stop{false};
   std::atomic<int> wrong{0}, unexpected{0}, runs{0};
@@ -77,8 +83,11 @@ TEST(PluginConcurrency, PrefillsRunWhileBackendsAndPluginsChange) {
             ++wrong;
           ++runs;
         } catch (const Error& error) {
-          // CUSTOM cleared between two threads' steps is the one expected refusal.
-          if (std::string(choice) != "CUSTOM") {
+          // CUSTOM cleared between two threads' steps is the one expected refusal
+          // (and KOKKOS not overridden at that moment, without Kokkos).
+          const bool expected_refusal =
+              std::string(choice) == "CUSTOM" || (!kokkos_built && std::string(choice) == "KOKKOS");
+          if (!expected_refusal) {
             ADD_FAILURE() << choice << ": " << error.what();
             ++unexpected;
           }
@@ -95,7 +104,7 @@ TEST(PluginConcurrency, PrefillsRunWhileBackendsAndPluginsChange) {
 
   EXPECT_EQ(wrong, 0);
   EXPECT_EQ(unexpected, 0);
-  EXPECT_GE(runs, 120);  // the KOKKOS and REFERENCE runs at least
+  EXPECT_GE(runs, kokkos_built ? 120 : 60);  // the KOKKOS (when built) and REFERENCE runs at least
 }
 
 }  // namespace
