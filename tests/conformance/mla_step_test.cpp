@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "conformance/conformance_fixture.hpp"
+#include "error_message.hpp"
 
 namespace mla::testing {
 namespace {
@@ -243,15 +244,11 @@ TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
   const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
   const DeviceTensor cache = upload(queue_, s.cache), d_out = upload(queue_, out);
   const auto message = [&](const Step& step, const HostTensor& w) {
-    try {
+    return invalid_argument_message([&] {
       const DeviceTensor d_w = upload(queue_, w);
       MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, d_w.view};
       run_mla_prefill(*backend_, queue_, plan(step, 64), in, {d_out.view, {}}, {}, scale_);
-    } catch (const Error& error) {
-      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
-      return std::string(error.what());
-    }
-    return std::string("no error");
+    });
   };
   Step bad_block = s;
   bad_block.metadata.block_table[1] = 1000;
@@ -272,13 +269,7 @@ TEST_P(MlaStep, ABackendOrTensorUnlikeThePlanIsAnErrorNamingBoth) {
   const DeviceTensor out = upload(queue_, HostTensor(dtype(), {3, heads(), v_dim()}));
   const MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
   const auto message = [&](const MlaStepPlan& plan) {
-    try {
-      run_mla_prefill(*backend_, queue_, plan, in, {out.view, {}}, {}, scale_);
-    } catch (const Error& error) {
-      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
-      return std::string(error.what());
-    }
-    return std::string("no error");
+    return invalid_argument_message([&] { run_mla_prefill(*backend_, queue_, plan, in, {out.view, {}}, {}, scale_); });
   };
   EXPECT_EQ(message(plan(s, 64)), "no error");
   BackendParams other = params_;
@@ -309,13 +300,8 @@ TEST_P(MlaStep, OutputsOverlappingInputsAreRefused) {
   OwnedTensor apart = OwnedTensor::device(queue_, dtype(), {2, heads(), v_dim()});
   const MlaStepInputs in{q, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
   const auto message = [&](const MlaStepOutputs& outputs, const Workspace& workspace) {
-    try {
-      run_mla_prefill(*backend_, queue_, plan(s, 64), in, outputs, workspace, scale_);
-    } catch (const Error& error) {
-      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
-      return std::string(error.what());
-    }
-    return std::string("no error");
+    return invalid_argument_message(
+        [&] { run_mla_prefill(*backend_, queue_, plan(s, 64), in, outputs, workspace, scale_); });
   };
   EXPECT_NE(message({out, {}}, {}).find("run_mla_prefill: out overlaps q"), std::string::npos);
   const TensorView lse_in_k_pe =

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "error_message.hpp"
 #include "mla/context_plan.hpp"
 #include "mla/error.hpp"
 
@@ -88,15 +89,7 @@ TEST(ContextPlan, NoContextNoChunks) {
 }
 
 TEST(ContextPlan, BadArgumentsAreClearErrors) {
-  const auto message = [](auto call) {
-    try {
-      call();
-    } catch (const Error& error) {
-      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
-      return std::string(error.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = [](auto&& call) { return invalid_argument_message(call); };
   EXPECT_EQ(message([] { plan_context_chunks({4}, 8, 16); }),
             "a workspace of 8 tokens cannot hold one block of 16 tokens");
   EXPECT_EQ(message([] { plan_context_chunks({4}, 8, 0); }), "block size must be at least 1, got 0");
@@ -142,13 +135,7 @@ TEST(ContextPlan, ACheckedPlanCoversEveryTokenOnce) {
   const Lengths context{10, 0, 12, 30};
   const ContextPlan good = pack_context_chunks(context, 35);
   const auto message = [&](const ContextPlan& plan) {
-    try {
-      check_context_plan(plan, context);
-    } catch (const Error& error) {
-      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
-      return std::string(error.what());
-    }
-    return std::string("no error");
+    return invalid_argument_message([&] { check_context_plan(plan, context); });
   };
   EXPECT_EQ(message(good), "no error");
   ContextPlan twice = good;
