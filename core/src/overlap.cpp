@@ -35,13 +35,17 @@ ByteSpan byte_span(const void* data, std::size_t bytes) {
 }
 
 Operand::Operand(std::string name_, const TensorView& view)
-    : name(std::move(name_)), span(byte_span(view)), description(span.empty() ? std::string() : view.describe()) {}
+    : name(std::move(name_)), span(byte_span(view)), view_(view) {}
 
 Operand::Operand(std::string name_, const std::optional<TensorView>& view)
     : Operand(std::move(name_), view ? *view : TensorView{}) {}
 
 Operand::Operand(std::string name_, const void* data, std::size_t bytes)
-    : name(std::move(name_)), span(byte_span(data, bytes)), description(fmt::format("{} bytes", bytes)) {}
+    : name(std::move(name_)), span(byte_span(data, bytes)), bytes_(bytes) {}
+
+std::string Operand::describe() const {
+  return view_.data != nullptr ? view_.describe() : fmt::format("{} bytes", bytes_);
+}
 
 namespace {
 
@@ -50,8 +54,8 @@ void check_pair(const std::string& who, const Operand& output, const Operand& ot
   raise(ErrorCategory::invalid_argument,
         fmt::format("{}{} overlaps {}: an output must not share memory with an input or another output ({} at {:#x}, "
                     "{} at {:#x})",
-                    who.empty() ? "" : who + ": ", output.name, other.name, output.description, output.span.begin,
-                    other.description, other.span.begin));
+                    who.empty() ? "" : who + ": ", output.name, other.name, output.describe(), output.span.begin,
+                    other.describe(), other.span.begin));
 }
 
 }  // namespace

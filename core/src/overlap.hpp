@@ -39,7 +39,12 @@ struct Operand {
 
   std::string name;
   ByteSpan span;
-  std::string description;
+  // Described only for the message: the check runs on every call.
+  std::string describe() const;
+
+ private:
+  TensorView view_;        // a tensor operand
+  std::size_t bytes_ = 0;  // a raw buffer operand
 };
 
 // Raises Error(invalid_argument) "<who>: out overlaps q (...)" naming both
