@@ -327,6 +327,18 @@ def _cpu_route():
         configuration selects it (vLLM's CPU selection ignores the option),
         vLLM's own CPU backend otherwise."""
 
+        @staticmethod
+        def get_name():
+            # What vLLM logs as its choice: the backend the option makes
+            # (vLLM selects while building the model, with its config current).
+            from vllm.config import get_current_vllm_config
+
+            try:
+                config = get_current_vllm_config()
+            except AssertionError:  # no current config: outside a model build
+                config = None
+            return MEMBER if _selected(config) else cpu_sdpa.CPUSDPAMLAPrefillBackend.get_name()
+
         def __new__(cls, *args, **kwargs):
             vllm_config = kwargs.get("vllm_config", args[6] if len(args) > 6 else None)
             chosen = MlaPrefillBackend if _selected(vllm_config) else cpu_sdpa.CPUSDPAMLAPrefillBackend

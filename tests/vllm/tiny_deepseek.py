@@ -3,10 +3,11 @@ hub) served by vLLM on the CPU with greedy decoding, with the MLA prefill
 backend chosen as a user would: vLLM's attention_config option.
 
     python tiny_deepseek.py make DIR              saves the model under DIR
-    python tiny_deepseek.py generate DIR BACKEND  prints one JSON line: per
-        prompt the tokens and log-probabilities, and how many times the
-        adapter's run methods were called (BACKEND: CUSTOM for this
-        library's, "vllm" for vLLM's own)
+    python tiny_deepseek.py generate DIR BACKEND [TP]  prints one JSON line:
+        per prompt the tokens, their log-probabilities and each step's two
+        most likely tokens, and how many times the adapter's run methods
+        were called in this process (BACKEND: CUSTOM for this library's,
+        "vllm" for vLLM's own; TP: tensor parallel size, default 1)
 
 Run it with the environment ci/vllm-env makes (test_end_to_end.py does)."""
 
@@ -67,20 +68,35 @@ def count_calls():
     return calls
 
 
-def generate(path, backend, prompts=PROMPTS, max_tokens=MAX_TOKENS):
+def cpu_binding(tp):
+    """VLLM_CPU_OMP_THREADS_BIND for `tp` CPU workers: one allowed core each
+    (vLLM binds workers to NUMA nodes otherwise, and this machine has one)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < tp:
+        raise SystemExit(f"tensor parallel size {tp} needs {tp} cores; this process may use {len(cores)}")
+    return "|".join(str(core) for core in cores[:tp])
+
+
+def generate(path, backend, tp=1, prompts=PROMPTS, max_tokens=MAX_TOKENS):
     from vllm import LLM, SamplingParams
 
+    if tp > 1:
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_binding(tp))
     calls = count_calls()
     option = None if backend == "vllm" else backend
     llm = LLM(model=path, skip_tokenizer_init=True, dtype="bfloat16", max_model_len=1024, enforce_eager=True,
-              seed=0, attention_config={"mla_prefill_backend": option})
-    params = SamplingParams(temperature=0, max_tokens=max_tokens, logprobs=0, ignore_eos=True, detokenize=False)
+              seed=0, tensor_parallel_size=tp, attention_config={"mla_prefill_backend": option})
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, logprobs=2, ignore_eos=True, detokenize=False)
     outputs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     results = []
     for output in outputs:
         tokens = list(output.outputs[0].token_ids)
-        logprobs = [lp[t].logprob for t, lp in zip(tokens, output.outputs[0].logprobs)]
-        results.append({"tokens": tokens, "logprobs": logprobs})
+        steps = output.outputs[0].logprobs
+        results.append({
+            "tokens": tokens,
+            "logprobs": [step[t].logprob for t, step in zip(tokens, steps)],
+            "top": [sorted(([t, lp.logprob] for t, lp in step.items()), key=lambda e: -e[1])[:2] for step in steps],
+        })
     return {"outputs": results, "calls": calls}
 
 
@@ -91,8 +107,8 @@ def main(argv):
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     if len(argv) == 3 and argv[1] == "make":
         make_model(argv[2])
-    elif len(argv) == 4 and argv[1] == "generate":
-        print("RESULT " + json.dumps(generate(argv[2], argv[3])))
+    elif len(argv) in (4, 5) and argv[1] == "generate":
+        print("RESULT " + json.dumps(generate(argv[2], argv[3], int(argv[4]) if len(argv) == 5 else 1)))
     else:
         print(__doc__, file=sys.stderr)
         return 2
