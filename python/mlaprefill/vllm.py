@@ -224,7 +224,7 @@ class _Adapter:
             query_lens = [b - a for a, b in zip(cu_q, cu_q[1:])]
         for new, _ in self._backends.values():
             new.prepare(cu_q)
-        self._prepare_chunks(prefill_metadata.chunked_context, cu_q, query_lens)
+        self._prepare_chunks(getattr(prefill_metadata, "chunked_context", None), cu_q, query_lens)
 
     def run_prefill_new_tokens(self, q, k, v, return_softmax_lse, out=None, output_scale=None):
         new, _ = self._pair(q)
