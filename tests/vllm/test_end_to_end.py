@@ -61,7 +61,8 @@ def compare(ours, theirs):
     differently, both runs must show it as such a near tie (each one's
     choice within the bound of the other's), and the rest of that prompt,
     which continues from different tokens, is not compared. Returns the
-    largest difference and the number of near-tie splits."""
+    largest difference and the number of near-tie splits; at least one
+    prompt must agree to its end."""
     worst, splits = 0.0, 0
     for a, b in zip(ours["outputs"], theirs["outputs"], strict=True):
         for step, (x, y) in enumerate(zip(a["tokens"], b["tokens"], strict=True)):
@@ -73,6 +74,7 @@ def compare(ours, theirs):
                 break
             worst = max(worst, abs(a["logprobs"][step] - b["logprobs"][step]))
     assert worst <= LOGPROB_BOUND
+    assert splits < len(ours["outputs"]), "no prompt was compared to its end"
     return worst, splits
 
 
@@ -85,7 +87,6 @@ def test_greedy_generation_matches_vllms_own_prefill(model, capsys):
     worst, splits = compare(ours, theirs)
     with capsys.disabled():  # into ci/test's log
         print(f"\ntp=1: largest log-probability difference {worst:.5f}, near-tie splits {splits}")
-    assert splits == 0  # measured here: every token equal
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="tensor parallel size 2 needs two cores")
