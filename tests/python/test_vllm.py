@@ -1,6 +1,7 @@
-"""The vLLM adapter, driven as vLLM drives a prefill backend, with PyTorch
-tensors and metadata objects that carry vLLM's attribute names. vLLM itself
-is not installed here, so its registry is tested only for the error."""
+"""The vLLM adapter without vLLM, driven as vLLM drives a prefill backend,
+with PyTorch tensors and metadata objects that carry vLLM's attribute names
+(tests/vllm runs it inside the real vLLM that ci/vllm-env installs). Here
+vLLM's registry is tested only for the error and with a stand-in."""
 
 import math
 import sys
@@ -20,18 +21,37 @@ def fp8_key():
     return SimpleNamespace(dtype="torch.float8_e4m3fn", scale=SimpleNamespace(static=True, group_shape=(-1, -1)))
 
 
+@pytest.fixture(autouse=True)
+def fresh_selector(monkeypatch):
+    # The adapter reads the library's configuration once per process; each
+    # test here sets its own environment.
+    monkeypatch.setattr(adapter, "_selector", None)
+
+
+def deepseek_config(dtype):
+    """vLLM's MLAPrefillSelectorConfig: dtype and MLADimensions."""
+    dims = dict(zip(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), mlaprefill.DEEPSEEK_DIMS))
+    return SimpleNamespace(dtype=dtype, mla_dimensions=SimpleNamespace(**dims))
+
+
 def test_the_class_methods_vllm_selects_with():
     cls = adapter.MlaPrefillBackend
     assert cls.get_name() == "MLAPREFILL"
     assert cls.is_available()
     assert cls.supports_dtype(torch.bfloat16) and not cls.supports_dtype(torch.float64)
-    assert cls.validate_configuration(None, SimpleNamespace(dtype=torch.bfloat16)) == []
-    assert cls.validate_configuration(None, SimpleNamespace(dtype=torch.float64)) == [
-        "dtype torch.float64 not supported"
-    ]
-    assert not cls.supports_quant_output(SimpleNamespace(dtype="torch.int8", scale=None))
-    selected = mlaprefill.Selector().select("bfloat16")
-    assert cls.supports_quant_output(fp8_key()) == selected._native.fp8_output
+    assert cls.validate_configuration(None, deepseek_config(torch.bfloat16)) == []
+    assert cls.validate_configuration(None, deepseek_config(torch.float64)) == ["dtype torch.float64 not supported"]
+    # vLLM writes 0 for dims the model's config lacks.
+    unknown = SimpleNamespace(dtype=torch.bfloat16, mla_dimensions=SimpleNamespace(
+        qk_nope_head_dim=0, qk_rope_head_dim=0, v_head_dim=0))
+    assert "MLA dimensions unknown" in cls.validate_configuration(None, unknown)[0]
+
+
+def test_quant_output_is_the_created_backends():
+    backend = adapter.MlaPrefillBackend(2, 0.1, 512, 128, 64, 128)
+    assert not backend.supports_quant_output(SimpleNamespace(dtype="torch.int8", scale=None))
+    selected = mlaprefill.Selector().select("float32")
+    assert backend.supports_quant_output(fp8_key()) == selected._native.fp8_output
 
 
 def test_a_capability_is_judged_on_that_platform(monkeypatch):
@@ -41,9 +61,10 @@ def test_a_capability_is_judged_on_that_platform(monkeypatch):
     assert cls.supports_compute_capability(hopper)
     # CUDA_FLASH serves a (simulated) sm_90 exactly when this build has CUDA.
     monkeypatch.setenv("MLA_PREFILL_BACKEND", "CUDA_FLASH")
+    monkeypatch.setattr(adapter, "_selector", None)
     assert cls.supports_compute_capability(hopper) == mlaprefill._core.build_info()["cuda"]
     assert not cls.supports_compute_capability(SimpleNamespace(major=7, minor=0))
-    reasons = cls.validate_configuration(SimpleNamespace(major=7, minor=0), SimpleNamespace(dtype=torch.float16))
+    reasons = cls.validate_configuration(SimpleNamespace(major=7, minor=0), deepseek_config(torch.float16))
     assert len(reasons) == 1 and "CUDA_FLASH" in reasons[0]
 
 
@@ -64,17 +85,29 @@ def test_register_calls_vllms_registry(monkeypatch):
         monkeypatch.setitem(sys.modules, name, SimpleNamespace())
     monkeypatch.setitem(sys.modules, "vllm.v1.attention.backends.mla.prefill.registry", registry)
     assert adapter.register() == "mlaprefill.vllm.MlaPrefillBackend"
-    assert calls == [("CUSTOM", "mlaprefill.vllm.MlaPrefillBackend")]
+    # CUSTOM, and a member of its own name; no CPU route without vLLM's CPU backend.
+    assert calls == [("CUSTOM", "mlaprefill.vllm.MlaPrefillBackend"), ("MLAPREFILL", "mlaprefill.vllm.MlaPrefillBackend")]
+
+
+class OlderVllmBase:
+    """What the adapter reads of an older vLLM's MLAPrefillBackend: a chunk
+    number, and every chunk's cu_seq_lens as rows of one tensor."""
+
+    def run_prefill_context_chunk(self, chunk_idx, q, k, v):
+        raise NotImplementedError
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_chunked_prefill_step_as_vllm_runs_it(rng, dtype):
+def test_a_chunked_prefill_step_as_an_older_vllm_runs_it(rng, dtype):
     heads, q_lengths, chunks = 4, [5, 3, 0], [[4, 2, 1], [3, 0, 0]]
     cu_q = lengths_to_cu(q_lengths)
     name = {torch.float32: "float32", torch.bfloat16: "bfloat16"}[dtype]
-    backend = adapter.MlaPrefillBackend(heads, 1.0 / math.sqrt(DQK), 512, 128, 64, 128, vllm_config=None)
+    cls = adapter.backend_class(OlderVllmBase)
+    assert cls.context_chunk_interface == "chunk_idx"
+    backend = cls(heads, 1.0 / math.sqrt(DQK), 512, 128, 64, 128, vllm_config=None)
     metadata = SimpleNamespace(
         query_start_loc=torch.tensor(cu_q, dtype=torch.int32),
+        q_data_type=dtype,
         max_query_len=max(q_lengths),
         block_table=None,
         chunked_context=SimpleNamespace(
@@ -119,3 +152,25 @@ def test_run_before_prepare_metadata_is_an_error(rng):
     q = random_tensor(rng, (1, 2, DQK), "torch")
     with pytest.raises(mlaprefill.InvalidArgument, match="prepare_metadata"):
         backend.run_prefill_new_tokens(q, q, q[..., :V], return_softmax_lse=True)
+
+
+def test_context_chunks_as_current_vllm_hands_them(rng):
+    # Without vLLM the adapter has the current form: a ContextChunk holding a
+    # slice of the batch's requests (here the second and third) and q of its
+    # tokens only. vLLM keeps seq_lens and query_lens_cpu on the host.
+    heads, scale = 2, 0.2
+    backend = adapter.MlaPrefillBackend(heads, scale, 512, 128, 64, 128)
+    assert adapter.MlaPrefillBackend.context_chunk_interface == "chunk" and backend.supports_out()
+    chunk = SimpleNamespace(index=0, request_slice=slice(1, 3), token_slice=slice(4, 11),
+                            seq_lens=torch.tensor([5, 2], dtype=torch.int32))
+    backend.prepare_metadata(SimpleNamespace(query_start_loc=torch.tensor([0, 4, 7, 11]), q_data_type=torch.float32,
+                                             query_lens_cpu=torch.tensor([4, 3, 4]),
+                                             chunked_context=SimpleNamespace(chunks=[chunk])))
+    q = random_tensor(rng, (7, heads, DQK), "torch")
+    k = random_tensor(rng, (7, heads, DQK), "torch")
+    v = random_tensor(rng, (7, heads, V), "torch")
+    out = torch.full((7, heads, V), float("nan"))
+    got, lse = backend.run_prefill_context_chunk(chunk=chunk, q=q, k=k, v=v, out=out)
+    expected_out, expected_lse = attention(q, k, v, [0, 3, 7], [0, 5, 7], scale, causal=False)
+    assert got is out
+    assert_close(out, lse, expected_out, expected_lse, "float32")
