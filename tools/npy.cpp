@@ -13,8 +13,9 @@
 #include <optional>
 #include <sstream>
 
-#include "mla/dtype.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::tools {
 namespace {
@@ -248,7 +249,7 @@ std::vector<float> NpyArray::to_floats(std::string_view what) const {
     for (std::size_t i = 0; i < count; ++i) {
       std::uint16_t bits;
       std::memcpy(&bits, data.data() + 2 * i, 2);
-      values[i] = half_bits_to_float(bits);
+      values[i] = numeric::half_to_float(bits);
     }
   } else {
     raise(ErrorCategory::invalid_argument,

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "mla/backend/checks.hpp"
 #include "mla/platform.hpp"
 
 namespace mla::tools {

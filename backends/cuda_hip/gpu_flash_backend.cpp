@@ -5,6 +5,8 @@
 
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/softmax.hpp"
+#include "mla/backend/checks.hpp"
+#include "mla/backend/latents.hpp"
 #include "mla/error.hpp"
 
 namespace mla::gpu {
@@ -99,13 +101,13 @@ AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& 
                                                 std::optional<TensorView> out, std::optional<OutputScale> out_scale,
                                                 std::optional<TensorView> lse) {
   require_queue(queue, "run_new_tokens", true);
-  check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
+  check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
   check_kernel_layout(q, "q");
   check_kernel_layout(k, "k");
   check_kernel_layout(v, "v");
   if (out) check_kernel_layout(*out, "out");
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
+  AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
   launch(queue, device_metadata_.new_tokens(), q, k, v, scale, result, out_scale);
   return result;
 }
@@ -114,12 +116,12 @@ AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index
                                                    const TensorView& k, const TensorView& v, float scale,
                                                    std::optional<TensorView> out, std::optional<TensorView> lse) {
   require_queue(queue, "run_context_chunk", true);
-  check_chunk_args(queue, chunk_index, q, k, v, scale, out, lse);
+  check_chunk_args(*this, queue, chunk_index, q, k, v, scale, out, lse);
   check_kernel_layout(q, "q");
   check_kernel_layout(k, "chunk k");
   check_kernel_layout(v, "chunk v");
   if (out) check_kernel_layout(*out, "chunk out");
-  AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
+  AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
   launch(queue, device_metadata_.chunk(chunk_index), q, k, v, scale, result, std::nullopt);
   return result;
 }

@@ -11,6 +11,7 @@
 #include "cuda_hip/device_metadata.hpp"
 #include "cuda_hip/flash_params.hpp"
 #include "mla/backend.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::gpu {
 

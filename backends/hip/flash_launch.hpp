@@ -4,8 +4,8 @@
 #pragma once
 
 #include "cuda_hip/flash_params.hpp"
-#include "mla/dtype.hpp"
 #include "mla/queue.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::hip_flash {
 

@@ -9,6 +9,7 @@
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "hip/flash_config.hpp"
+#include "mla/backend/latents.hpp"
 #include "simt/cuda_flash_emulated.hpp"
 #include "simt/latents_emulated.hpp"
 #include "simt/merge_emulated.hpp"

@@ -13,6 +13,7 @@
 
 #include "backend_object.hpp"
 #include "bindings.hpp"
+#include "mla/backend/checks.hpp"
 #include "mla/mla.hpp"
 #include "tensors.hpp"
 
