@@ -37,7 +37,7 @@ if(engine_header_count GREATER 10)
   message(FATAL_ERROR "install test: ${engine_header_count} engine headers in include/mla (at most 10): "
                       "${engine_headers}")
 endif()
-file(GLOB_RECURSE installed_detail LIST_DIRECTORIES true ${prefix}/include/mla/detail*)
+file(GLOB installed_detail LIST_DIRECTORIES true ${prefix}/include/mla/detail ${prefix}/include/mla/*/detail)
 if(installed_detail)
   message(FATAL_ERROR "install test: internal headers were installed: ${installed_detail}")
 endif()

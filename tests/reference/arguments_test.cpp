@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "mla/backend/checks.hpp"
 #include "reference/reference_helpers.hpp"
 
 namespace mla::testing {
