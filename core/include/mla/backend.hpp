@@ -108,6 +108,12 @@ struct BackendDescription {
   // and reports a refusal as "required dependencies not available (...)".
   // Empty: every supported device.
   std::function<Availability(const DeviceCapability&)> device_availability;
+  // The backend's kernel chooser, for backends that have one: why no kernel
+  // of this build serves `request` on `device`, worded to follow the name
+  // (empty: one does). validate() asks it last, when every check above
+  // passed; the backend asks the same chooser when it is built and before it
+  // launches. Empty: the checks above are the whole answer.
+  std::function<std::string(const SelectorConfig& request, const DeviceCapability& device)> kernel_refusal;
   // Output quantisation the attention epilogue can write (fp8 e4m3 static per-tensor).
   bool fp8_output = false;
   // Set on the attention registry's entries: ordinary multi-head attention

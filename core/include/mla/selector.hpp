@@ -122,4 +122,17 @@ class Selector {
   std::shared_ptr<Cache> cache_;
 };
 
+// A backend ready to run and the queue it runs on.
+struct ChosenBackend {
+  Selection selection;  // which backend and why (Selection::why)
+  std::unique_ptr<PrefillBackend> backend;
+  Queue queue;  // make_queue(selection): host for KOKKOS, a GPU for CUDA_FLASH...
+};
+
+// Selects for params' dtype and dims on `platform`, builds the backend with
+// `params` and makes the selection's queue: the three calls a program makes
+// in turn. mla::choose_backend(params) (mla/platform.hpp) is the same on
+// this process's platform with the configuration as it comes.
+ChosenBackend choose_backend(Selector& selector, const BackendParams& params, const DeviceCapability& platform);
+
 }  // namespace mla

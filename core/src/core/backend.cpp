@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <sstream>
 
 #include "core/overlap.hpp"
@@ -109,6 +110,20 @@ void check_softmax_scale(float scale) {
   if (!std::isfinite(scale)) bad_argument("scale must be finite; got " + std::to_string(scale));
 }
 
+// check_accessible over a call's operands, in order; an operand the caller
+// did not pass (null) is skipped.
+struct NamedView {
+  const char* name;
+  const TensorView* view;
+};
+void check_all_accessible(const Queue& queue, std::initializer_list<NamedView> operands) {
+  for (const NamedView& operand : operands) {
+    if (operand.view != nullptr) check_accessible(queue, *operand.view, operand.name);
+  }
+}
+
+const TensorView* given(const std::optional<TensorView>& view) { return view ? &*view : nullptr; }
+
 std::size_t allocation_bytes(std::int64_t elements, DType dtype) {
   return static_cast<std::size_t>(elements) * dtype_size(dtype);
 }
@@ -141,6 +156,10 @@ std::vector<std::string> validate(const BackendDescription& description, const D
   if (description.requires_equal_qk_v && config.dims.qk_head_dim() != config.dims.v_head_dim) {
     reasons.push_back("Model does not have equal query/key and value head dims (got " + to_string(config.dims) +
                       "; qk_nope_head_dim + qk_rope_head_dim must equal v_head_dim)");
+  }
+  if (reasons.empty() && description.kernel_refusal) {
+    std::string refusal = description.kernel_refusal(config, capability);
+    if (!refusal.empty()) reasons.push_back(description.name + " " + refusal);
   }
   return reasons;
 }
@@ -198,12 +217,12 @@ void check_merge_args(const MergeArgs& args) {
 
 void check_merge_args(const Queue& queue, const MergeArgs& args) {
   check_merge_args(args);
-  check_accessible(queue, args.prefix_out, "merge: prefix_out");
-  check_accessible(queue, args.prefix_lse, "merge: prefix_lse");
-  check_accessible(queue, args.suffix_out, "merge: suffix_out");
-  check_accessible(queue, args.suffix_lse, "merge: suffix_lse");
-  check_accessible(queue, args.out, "merge: out");
-  check_accessible(queue, args.out_lse, "merge: out_lse");
+  check_all_accessible(queue, {{"merge: prefix_out", &args.prefix_out},
+                               {"merge: prefix_lse", &args.prefix_lse},
+                               {"merge: suffix_out", &args.suffix_out},
+                               {"merge: suffix_lse", &args.suffix_lse},
+                               {"merge: out", &args.out},
+                               {"merge: out_lse", &args.out_lse}});
 }
 
 PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
@@ -290,11 +309,7 @@ void check_new_tokens_args(const PrefillBackend& backend, const Queue& queue, co
                            const TensorView& v, float scale, const std::optional<TensorView>& out,
                            const std::optional<OutputScale>& out_scale, const std::optional<TensorView>& lse) {
   check_new_tokens_shapes(backend, q, k, v, scale, out, out_scale, lse);
-  check_accessible(queue, q, "q");
-  check_accessible(queue, k, "k");
-  check_accessible(queue, v, "v");
-  if (out) check_accessible(queue, *out, "out");
-  if (lse) check_accessible(queue, *lse, "lse");
+  check_all_accessible(queue, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", given(out)}, {"lse", given(lse)}});
 }
 
 namespace {
@@ -335,11 +350,8 @@ void check_chunk_args(const PrefillBackend& backend, const Queue& queue, int chu
                       const TensorView& k, const TensorView& v, float scale, const std::optional<TensorView>& out,
                       const std::optional<TensorView>& lse) {
   check_chunk_shapes(backend, chunk_index, q, k, v, scale, out, lse);
-  check_accessible(queue, q, "q");
-  check_accessible(queue, k, "chunk k");
-  check_accessible(queue, v, "chunk v");
-  if (out) check_accessible(queue, *out, "chunk out");
-  if (lse) check_accessible(queue, *lse, "chunk lse");
+  check_all_accessible(
+      queue, {{"q", &q}, {"chunk k", &k}, {"chunk v", &v}, {"chunk out", given(out)}, {"chunk lse", given(lse)}});
 }
 
 AttentionResult allocate_result(const PrefillBackend& backend, Queue& queue, std::int64_t num_q, bool return_lse,

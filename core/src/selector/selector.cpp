@@ -298,4 +298,11 @@ void Selector::clear_cache() {
   cache_->entries.clear();
 }
 
+ChosenBackend choose_backend(Selector& selector, const BackendParams& params, const DeviceCapability& platform) {
+  Selection selection = selector.select(SelectorConfig{params.dtype, params.dims}, platform);
+  std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
+  Queue queue = make_queue(selection);
+  return {std::move(selection), std::move(backend), std::move(queue)};
+}
+
 }  // namespace mla

@@ -5,7 +5,6 @@
 // the backends.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,17 +34,10 @@ DeviceCapability current_platform();
 // host, or the runtime's device name in quotes.
 std::string describe_platform(const DeviceCapability& platform);
 
-// A backend ready to run and the queue it runs on.
-struct ChosenBackend {
-  Selection selection;  // which backend and why (Selection::why)
-  Queue queue;          // make_queue(selection): host for KOKKOS, a GPU for CUDA_FLASH...
-  std::unique_ptr<PrefillBackend> backend;
-};
-
 // The short way in, for a program that takes the configuration as it comes:
 // resolve_config() and configure() it (the process's log level, plugins and
-// overrides), select for params' dtype and dims on current_platform(), make
-// the selection's queue and build the backend. Raises what those raise, e.g.
+// overrides), then choose_backend(selector, params, current_platform())
+// (mla/selector.hpp). Raises what those raise, e.g.
 // Error(selection) with every reason when no backend is valid here.
 ChosenBackend choose_backend(const BackendParams& params);
 
