@@ -55,8 +55,9 @@ struct TableRow {
 // The chooser both vendors share, asking in this order: the dtype, the table
 // row, then on a given device the vendor's own refusal (`device_refusal`,
 // empty when it runs there) and the shared memory (`memory_name`, "shared
-// memory" or "LDS"), which a device that reports none (a simulated platform)
-// does not refuse.
+// memory" or "LDS"). Only a real device's shared memory is compared: a
+// simulated platform's (MLA_PLATFORM) is a default, not the part's opt-in
+// limit, and a device that reports none is not refused for it.
 template <class DeviceRefusal>
 KernelChoice choose_from_table(const KernelRequest& request, const TableRow& row, DeviceRefusal device_refusal,
                                const char* memory_name) {
@@ -77,7 +78,7 @@ KernelChoice choose_from_table(const KernelRequest& request, const TableRow& row
   const DeviceCapability& device = *request.device;
   choice.refusal = device_refusal(device);
   const std::size_t limit = device.shared_memory_per_block;
-  if (choice.supported() && limit != 0 && choice.shared_bytes > limit) {
+  if (choice.supported() && !device.simulated && limit != 0 && choice.shared_bytes > limit) {
     choice.refusal = "needs " + std::to_string(choice.shared_bytes) + " bytes of " + memory_name +
                      " per block for qk head dim " + std::to_string(row.tile.head_dim_qk) + " and v head dim " +
                      std::to_string(row.tile.head_dim_v) + "; " + device.describe() + " allows " +

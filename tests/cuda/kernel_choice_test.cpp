@@ -89,8 +89,12 @@ TEST(KernelChoice, CudaRefusesADeviceWithTooLittleSharedMemory) {
             std::string::npos)
       << refusal;
   EXPECT_NE(refusal.find("allows " + std::to_string(alone.shared_bytes - 1)), std::string::npos) << refusal;
-  // A simulated platform reports no shared memory: not a reason to refuse.
-  const DeviceCapability simulated = nvidia(9, 0);
+  // A device that reports no shared memory, or a simulated platform (whose
+  // figure is a default, not the part's limit), is not refused for it.
+  const DeviceCapability unreported = nvidia(9, 0);
+  EXPECT_TRUE(cuda_flash::choose_kernel({DType::float16, deepseek_dims, &unreported}).supported());
+  DeviceCapability simulated = nvidia(9, 48 * 1024);
+  simulated.simulated = true;
   EXPECT_TRUE(cuda_flash::choose_kernel({DType::float16, deepseek_dims, &simulated}).supported());
 }
 
