@@ -3,7 +3,7 @@
 // when nothing references the backend's object file; a switch over the
 // members cannot be.
 #include "builtin_entries.hpp"
-#include "mla/registry.hpp"
+#include "mla/backend/registry.hpp"
 
 namespace mla {
 namespace {
@@ -15,7 +15,7 @@ std::optional<BackendEntry> builtin_entry(Kind kind) {
 #define MLA_BACKEND_MEMBER(member, entry) \
   case Kind::member:                      \
     return detail::entry();
-#include "mla/backend_members.def"
+#include "mla/backend/members.def"
 #undef MLA_BACKEND_MEMBER
     case Kind::CUSTOM:
       return std::nullopt;  // filled only by registration

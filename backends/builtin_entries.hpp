@@ -11,7 +11,7 @@ namespace mla::detail {
 // reference_backend_entry() in backends/reference, kokkos_backend_entry()
 // in backends/kokkos, ... (mla/backend_members.def).
 #define MLA_BACKEND_MEMBER(member, entry) BackendEntry entry();
-#include "mla/backend_members.def"
+#include "mla/backend/members.def"
 #undef MLA_BACKEND_MEMBER
 
 }  // namespace mla::detail

@@ -35,6 +35,8 @@
 
 #include "blas_attention.hpp"
 #include "fma_peak.hpp"
+#include "mla/backend/checks.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/mla.hpp"
 
 namespace mla::bench {

@@ -22,6 +22,7 @@
 
 #include "bench.hpp"
 #include "command.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
 
 namespace mla::tools {

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "bench.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
 
 namespace mla::tools {

@@ -24,13 +24,6 @@ void SelectionOptions::add_to(CLI::App& app) {
                "backend to use, e.g. REFERENCE; beats the configuration and $MLA_PREFILL_BACKEND");
 }
 
-ChosenBackend choose_backend(Selector& selector, const BackendParams& params, const DeviceCapability& platform) {
-  Selection selection = selector.select(SelectorConfig{params.dtype, params.dims}, platform);
-  std::unique_ptr<PrefillBackend> backend = selector.create(selection, params);
-  Queue queue = make_queue(selection);
-  return {std::move(selection), std::move(backend), std::move(queue)};
-}
-
 void check_softmax_scale(float scale, const char* flag) {
   if (!std::isfinite(scale) || scale <= 0.0f) {
     raise(ErrorCategory::invalid_argument,
@@ -96,6 +89,12 @@ std::vector<int> parse_lengths(const std::string& text, const char* flag) {
           std::string(flag) + " adds up to more tokens than int32 cu_seqlens can index: '" + text + "'");
   }
   return *lengths;
+}
+
+DType parse_dtype_and_scale(const std::string& dtype, float scale) {
+  const DType parsed = parse_input_dtype(dtype, "--dtype");
+  check_softmax_scale(scale, "--scale");
+  return parsed;
 }
 
 DType parse_input_dtype(const std::string& text, const char* flag) {

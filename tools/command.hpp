@@ -61,16 +61,6 @@ struct SelectionOptions {
   Selector make_selector() const;
 };
 
-// The backend chosen for a command and a queue of a kind it runs on.
-struct ChosenBackend {
-  Selection selection;
-  std::unique_ptr<PrefillBackend> backend;
-  Queue queue;
-};
-// Selects for params' dtype and dims on `platform`, creates the backend with
-// `params` and makes its queue (mla::make_queue).
-ChosenBackend choose_backend(Selector& selector, const BackendParams& params, const DeviceCapability& platform);
-
 // A softmax scale given as `flag`: positive and finite, or Error(invalid_argument).
 void check_softmax_scale(float scale, const char* flag);
 
@@ -85,6 +75,9 @@ MlaDims parse_dims(const std::string& text, const char* flag);
 std::vector<int> parse_lengths(const std::string& text, const char* flag);
 // bf16, fp16 or fp32 (and their long names); fp8 is not an attention input.
 DType parse_input_dtype(const std::string& text, const char* flag);
+// What the computing commands (run, step) check first: --dtype as
+// parse_input_dtype reads it and --scale as check_softmax_scale does.
+DType parse_dtype_and_scale(const std::string& dtype, float scale);
 
 // A tensor read from a .npy file, widened to float.
 struct HostTensor {

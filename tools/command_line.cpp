@@ -28,20 +28,21 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       add_bench_command(app),    add_step_command(app),
   };
 
+  // --help and --help-all: CLI11 picks the text (the chosen subcommand's
+  // help, or all of it).
+  const auto set_help = [&](const CLI::Error& help) {
+    std::ostringstream out;
+    line.help_status = app.exit(help, out);
+    line.help = out.str();
+    line.action = CommandLine::Action::help;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
-    // CLI11 picks the text (the chosen subcommand's help, or all of it).
-    std::ostringstream out;
-    line.help_status = app.exit(help, out);
-    line.help = out.str();
-    line.action = CommandLine::Action::help;
+    set_help(help);
     return line;
   } catch (const CLI::CallForAllHelp& help) {
-    std::ostringstream out;
-    line.help_status = app.exit(help, out);
-    line.help = out.str();
-    line.action = CommandLine::Action::help;
+    set_help(help);
     return line;
   } catch (const CLI::ParseError& error) {
     line.error = error.what();

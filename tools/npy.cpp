@@ -13,8 +13,9 @@
 #include <optional>
 #include <sstream>
 
-#include "mla/dtype.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::tools {
 namespace {
@@ -22,6 +23,24 @@ namespace {
 // Payloads are copied to and from memory as they are; .npy data we accept is
 // little-endian, so the host must be too.
 static_assert(std::endian::native == std::endian::little, "the .npy reader assumes a little-endian host");
+
+// What each NpyType is in a header, in memory and in messages, in the
+// order of the enum.
+struct NpyTypeInfo {
+  std::string_view descr;
+  std::size_t item_size;
+  std::string_view name;
+};
+constexpr NpyTypeInfo npy_types[] = {
+    {"<f4", 4, "float32"}, {"<f2", 2, "float16"}, {"<i4", 4, "int32"}, {"<i8", 8, "int64"}, {"|u1", 1, "uint8"},
+};
+static_assert(std::size(npy_types) == static_cast<std::size_t>(NpyType::uint8) + 1, "one row per NpyType");
+
+const NpyTypeInfo& npy_type_info(NpyType type) {
+  const auto index = static_cast<std::size_t>(type);
+  if (index >= std::size(npy_types)) raise(ErrorCategory::internal, "unknown NpyType");
+  return npy_types[index];
+}
 
 constexpr std::string_view npy_magic{"\x93NUMPY", 6};
 constexpr std::size_t header_alignment = 64;
@@ -196,36 +215,9 @@ std::string shape_string(const std::vector<std::int64_t>& shape, bool python_tup
 
 }  // namespace
 
-std::string_view npy_descr(NpyType type) {
-  switch (type) {
-    case NpyType::float32:
-      return "<f4";
-    case NpyType::float16:
-      return "<f2";
-    case NpyType::int32:
-      return "<i4";
-    case NpyType::int64:
-      return "<i8";
-    case NpyType::uint8:
-      return "|u1";
-  }
-  raise(ErrorCategory::internal, "unknown NpyType");
-}
+std::string_view npy_descr(NpyType type) { return npy_type_info(type).descr; }
 
-std::size_t npy_item_size(NpyType type) {
-  switch (type) {
-    case NpyType::float16:
-      return 2;
-    case NpyType::float32:
-    case NpyType::int32:
-      return 4;
-    case NpyType::int64:
-      return 8;
-    case NpyType::uint8:
-      return 1;
-  }
-  raise(ErrorCategory::internal, "unknown NpyType");
-}
+std::size_t npy_item_size(NpyType type) { return npy_type_info(type).item_size; }
 
 std::int64_t NpyArray::numel() const {
   std::int64_t count = 1;
@@ -233,10 +225,7 @@ std::int64_t NpyArray::numel() const {
   return count;
 }
 
-std::string NpyArray::describe() const {
-  static constexpr std::string_view names[] = {"float32", "float16", "int32", "int64", "uint8"};
-  return std::string(names[static_cast<int>(type)]) + shape_string(shape, false);
-}
+std::string NpyArray::describe() const { return std::string(npy_type_info(type).name) + shape_string(shape, false); }
 
 std::vector<float> NpyArray::to_floats(std::string_view what) const {
   const auto count = static_cast<std::size_t>(numel());
@@ -248,7 +237,7 @@ std::vector<float> NpyArray::to_floats(std::string_view what) const {
     for (std::size_t i = 0; i < count; ++i) {
       std::uint16_t bits;
       std::memcpy(&bits, data.data() + 2 * i, 2);
-      values[i] = half_bits_to_float(bits);
+      values[i] = numeric::half_to_float(bits);
     }
   } else {
     raise(ErrorCategory::invalid_argument,

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "mla/backend/checks.hpp"
 #include "mla/platform.hpp"
 
 namespace mla::tools {
@@ -58,8 +59,7 @@ void check_shapes(const HostTensor& q, const HostTensor& k, const HostTensor& v)
 
 int run_attention(const RunOptions& options) {
   // Validate everything the user gave before choosing a backend.
-  const DType dtype = parse_input_dtype(options.dtype, "--dtype");
-  check_softmax_scale(options.scale, "--scale");
+  const DType dtype = parse_dtype_and_scale(options.dtype, options.scale);
   const HostTensor q = load_float_tensor(options.q, "--q", 3, "[tokens, heads, dqk]");
   const HostTensor k = load_float_tensor(options.k, "--k", 3, "[tokens, heads, dqk]");
   const HostTensor v = load_float_tensor(options.v, "--v", 3, "[tokens, heads, V]");

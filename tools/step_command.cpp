@@ -78,8 +78,7 @@ OwnedTensor upload_cache(Queue& queue, const StepOptions& options, DType dtype) 
 }
 
 int run_step(const StepOptions& options) {
-  const DType dtype = parse_input_dtype(options.dtype, "--dtype");
-  check_softmax_scale(options.scale, "--scale");
+  const DType dtype = parse_dtype_and_scale(options.dtype, options.scale);
   const HostTensor q = load_float_tensor(options.q, "--q", 3, "[tokens, heads, P + R]");
   const HostTensor kv_c = load_float_tensor(options.kv_c, "--kv-c", 2, "[tokens, L]");
   const HostTensor k_pe = load_float_tensor(options.k_pe, "--k-pe", 2, "[tokens, R]");

@@ -5,7 +5,6 @@
 
 #include <string>
 
-#include "mla/device.hpp"
 #include "mla/queue.hpp"
 
 namespace mla::cuda_flash {

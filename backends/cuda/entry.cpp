@@ -7,6 +7,7 @@
 #include "builtin_entries.hpp"
 #include "capability.hpp"
 #include "cuda_hip/flash_dims.hpp"
+#include "kernel_choice.hpp"
 #include "mla/error.hpp"
 
 #if defined(MLA_WITH_CUDA)
@@ -23,6 +24,9 @@ BackendEntry cuda_flash_backend_entry() {
   description.supports_capability = cuda_flash::supports_device;
   description.fp8_output = true;
   description.queue_kinds = {cuda_flash::queue_kind};
+  description.kernel_refusal = [](const SelectorConfig& request, const DeviceCapability& device) {
+    return cuda_flash::choose_kernel({request.dtype, request.dims, &device}).refusal;
+  };
 #if defined(MLA_WITH_CUDA)
   description.availability = [] { return Availability{}; };
   description.device_availability = [](const DeviceCapability& capability) {

@@ -7,8 +7,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstddef>
-
 #include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 
@@ -16,14 +14,13 @@ namespace mla::cuda_flash {
 
 using gpu::FlashParams;
 
-// Launches flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>; `shared_limit`
-// is the device's opt-in shared memory per block. Defined in flash_kernel_launch.cuh.
+// Launches flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>. Defined in flash_kernel_launch.cuh.
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
-void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit);
+void launch_flash_forward(const FlashParams& params, gpu::Stream stream);
 
-#define MLA_CUDA_FLASH_DECLARE(T, QK, V)                                                                   \
-  extern template void launch_flash_forward<T, QK, V, true>(const FlashParams&, gpu::Stream, std::size_t); \
-  extern template void launch_flash_forward<T, QK, V, false>(const FlashParams&, gpu::Stream, std::size_t);
+#define MLA_CUDA_FLASH_DECLARE(T, QK, V)                                                      \
+  extern template void launch_flash_forward<T, QK, V, true>(const FlashParams&, gpu::Stream); \
+  extern template void launch_flash_forward<T, QK, V, false>(const FlashParams&, gpu::Stream);
 #define MLA_FLASH_SHAPE(nope, rope, v)                        \
   MLA_CUDA_FLASH_DECLARE(__nv_bfloat16, (nope) + (rope), (v)) \
   MLA_CUDA_FLASH_DECLARE(__half, (nope) + (rope), (v))

@@ -13,13 +13,9 @@
 
 namespace mla::cuda_flash {
 
-template void launch_flash_forward<__nv_bfloat16, MLA_FLASH_QK, MLA_FLASH_V, true>(const FlashParams&, gpu::Stream,
-                                                                                   std::size_t);
-template void launch_flash_forward<__nv_bfloat16, MLA_FLASH_QK, MLA_FLASH_V, false>(const FlashParams&, gpu::Stream,
-                                                                                    std::size_t);
-template void launch_flash_forward<__half, MLA_FLASH_QK, MLA_FLASH_V, true>(const FlashParams&, gpu::Stream,
-                                                                            std::size_t);
-template void launch_flash_forward<__half, MLA_FLASH_QK, MLA_FLASH_V, false>(const FlashParams&, gpu::Stream,
-                                                                             std::size_t);
+template void launch_flash_forward<__nv_bfloat16, MLA_FLASH_QK, MLA_FLASH_V, true>(const FlashParams&, gpu::Stream);
+template void launch_flash_forward<__nv_bfloat16, MLA_FLASH_QK, MLA_FLASH_V, false>(const FlashParams&, gpu::Stream);
+template void launch_flash_forward<__half, MLA_FLASH_QK, MLA_FLASH_V, true>(const FlashParams&, gpu::Stream);
+template void launch_flash_forward<__half, MLA_FLASH_QK, MLA_FLASH_V, false>(const FlashParams&, gpu::Stream);
 
 }  // namespace mla::cuda_flash

@@ -1,6 +1,8 @@
 // The <<<>>> launch of the CUDA_FLASH kernel: shared-memory opt-in, grid
-// size checks and the launch error, named after the instantiation. Included
-// only by flash_instantiate.cuh.
+// size checks and the launch error, named after the instantiation. Whether
+// the device has the shared memory is the kernel chooser's answer
+// (kernel_choice.hpp), asked before the launch. Included only by
+// flash_instantiate.cuh.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,18 +27,12 @@ constexpr const char* element_name() {
   }
 }
 
-// Launches one instantiation; `shared_limit` is the device's opt-in shared
-// memory per block.
+// Launches one instantiation.
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
-void launch_flash_forward(const FlashParams& params, gpu::Stream stream, std::size_t shared_limit) {
+void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
   constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
   const std::string name = std::string("flash_forward<") + element_name<T>() + ", " + std::to_string(HeadDimQk) + ", " +
                            std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
-  if (cfg.shared_bytes() > shared_limit) {
-    raise(ErrorCategory::not_supported, name + " needs " + std::to_string(cfg.shared_bytes()) +
-                                            " bytes of shared memory per block; the device allows " +
-                                            std::to_string(shared_limit));
-  }
   const std::int64_t blocks = static_cast<std::int64_t>(params.num_work) * params.num_heads;
   if (blocks == 0) return;
   if (blocks > INT_MAX) {

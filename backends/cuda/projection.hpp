@@ -3,7 +3,7 @@
 // shared SIMT kernel (cuda_hip/latent_kernels.hpp) for float32.
 #pragma once
 
-#include "mla/latents.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::cuda_flash {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mla/problem.hpp"
+#include "mla/backend.hpp"
 #include "mla/queue.hpp"
 #include "work_schedule.hpp"
 

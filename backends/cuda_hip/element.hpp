@@ -12,7 +12,7 @@
 #include "gpu_namespace.hpp"
 #include "mla/detail/host_device.hpp"
 #include "mla/detail/numeric.hpp"
-#include "mla/dtype.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::MLA_GPU_NAMESPACE {
 

@@ -2,8 +2,7 @@
 // backends serve: HIP_FLASH promises what CUDA_FLASH does.
 #pragma once
 
-#include "mla/dims.hpp"
-#include "mla/dtype.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::gpu {
 

@@ -5,44 +5,31 @@
 
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/softmax.hpp"
+#include "mla/backend/checks.hpp"
+#include "mla/backend/latents.hpp"
 #include "mla/error.hpp"
 
 namespace mla::gpu {
 namespace {
 
-KernelTile tile_for(const BackendParams& params, const FlashVendor& vendor) {
-  const std::string name = vendor.backend_name;
-  const int qk = params.dims.qk_head_dim();
-  const int v = params.dims.v_head_dim;
-  if (!is_flash_dtype(params.dtype)) {
-    raise(ErrorCategory::not_supported,
-          name + " supports float16 and bfloat16; got " + std::string(dtype_name(params.dtype)));
-  }
-  const std::optional<KernelTile> tile = vendor.find_tile(params.dtype, qk, v);
-  if (!tile) {
-    raise(ErrorCategory::not_supported, name + " has no kernel for " + to_string(params.dims) + " (qk head dim " +
-                                            std::to_string(qk) + ", v head dim " + std::to_string(v) + ")");
-  }
-  return *tile;
+// The chooser's answer for `device` (null: the kernel alone), or
+// Error(not_supported) with its reason.
+KernelChoice choose_or_raise(const FlashVendor& vendor, const BackendParams& params, const DeviceCapability* device) {
+  KernelChoice choice = vendor.choose({params.dtype, params.dims, device});
+  if (!choice.supported()) raise(ErrorCategory::not_supported, std::string(vendor.backend_name) + " " + choice.refusal);
+  return choice;
 }
-
-}  // namespace
-
-GpuFlashBackend::GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor)
-    : PrefillBackend(params), vendor_(vendor), tile_(tile_for(params, vendor)) {}
-
-bool GpuFlashBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
 
 // Both kernels read (and write) 16-byte chunks along the last dim, so every
 // operand must be contiguous there and 16-byte aligned at the start of each
 // row and head. Other strides are free.
-void GpuFlashBackend::check_kernel_layout(const TensorView& view, const char* what) const {
+void check_kernel_layout(const TensorView& view, const char* what, const std::string& backend_name) {
   if (view.numel() == 0) return;
   const auto element = static_cast<std::int64_t>(dtype_size(view.dtype));
   const auto misaligned = [&](std::int64_t elements) { return elements * element % 16 != 0; };
   if (view.stride[2] != 1) {
-    raise(ErrorCategory::invalid_argument, std::string(what) + " must be contiguous in its last dim for " +
-                                               vendor_.backend_name + "; got " + view.describe());
+    raise(ErrorCategory::invalid_argument,
+          std::string(what) + " must be contiguous in its last dim for " + backend_name + "; got " + view.describe());
   }
   const bool bad_pointer = reinterpret_cast<std::uintptr_t>(view.data) % 16 != 0;
   const bool bad_rows = view.shape[0] > 1 && misaligned(view.stride[0]);
@@ -50,17 +37,27 @@ void GpuFlashBackend::check_kernel_layout(const TensorView& view, const char* wh
   if (bad_pointer || bad_rows || bad_heads) {
     raise(ErrorCategory::invalid_argument,
           std::string(what) + " must start 16-byte aligned and have token and head strides that are multiples of " +
-              "16 bytes for " + vendor_.backend_name + "; got " + view.describe());
+              "16 bytes for " + backend_name + "; got " + view.describe());
+  }
+}
+
+}  // namespace
+
+GpuFlashBackend::GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor)
+    : PrefillBackend(params), vendor_(vendor), kernel_(choose_or_raise(vendor, params, nullptr).tile) {}
+
+bool GpuFlashBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
+
+void GpuFlashBackend::check_kernel_layouts(std::initializer_list<Operand> operands) const {
+  for (const Operand& operand : operands) {
+    if (operand.view != nullptr) check_kernel_layout(*operand.view, operand.name, vendor_.backend_name);
   }
 }
 
 void GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
   const std::string name = vendor_.backend_name;
   require_queue_kind(name, call, {vendor_.queue_backend}, queue);
-  if (vendor_.device_gap != nullptr) {
-    const std::string gap = vendor_.device_gap(queue.capability());
-    if (!gap.empty()) raise(ErrorCategory::not_supported, name + " " + gap);
-  }
+  choose_or_raise(vendor_, params(), &queue.capability());
   if (check_prepared_device && device_metadata_.uploaded() && device_metadata_.device_index() != queue.device_index()) {
     raise(ErrorCategory::invalid_argument, name + " " + call + " on device " + std::to_string(queue.device_index()) +
                                                " but prepare() uploaded the metadata to device " +
@@ -74,7 +71,7 @@ void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
   // The previous buffer may be overwritten in stream order only when every
   // kernel that read it ran on this queue's stream.
   const bool same_stream = prepared_queue_ && prepared_queue_->native_stream() == queue.native_stream();
-  device_metadata_.upload(queue, metadata, gpu::TileShape{tile_.block_rows, tile_.block_cols},
+  device_metadata_.upload(queue, metadata, gpu::TileShape{kernel_.block_rows, kernel_.block_cols},
                           same_stream && !ran_on_other_stream_);
   prepared_queue_ = queue;
   ran_on_other_stream_ = false;
@@ -89,7 +86,7 @@ void GpuFlashBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& 
                                                std::string(memory_kind_name(metadata.memory)) +
                                                " memory, which the queue " + queue.describe() + " cannot access");
   }
-  device_metadata_.bind(queue, metadata, gpu::TileShape{tile_.block_rows, tile_.block_cols});
+  device_metadata_.bind(queue, metadata, gpu::TileShape{kernel_.block_rows, kernel_.block_cols});
   prepared_queue_ = queue;
   ran_on_other_stream_ = false;
 }
@@ -99,13 +96,10 @@ AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& 
                                                 std::optional<TensorView> out, std::optional<OutputScale> out_scale,
                                                 std::optional<TensorView> lse) {
   require_queue(queue, "run_new_tokens", true);
-  check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
-  check_kernel_layout(q, "q");
-  check_kernel_layout(k, "k");
-  check_kernel_layout(v, "v");
-  if (out) check_kernel_layout(*out, "out");
+  check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
+  check_kernel_layouts({{"q", &q}, {"k", &k}, {"v", &v}, {"out", out ? &*out : nullptr}});
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
+  AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
   launch(queue, device_metadata_.new_tokens(), q, k, v, scale, result, out_scale);
   return result;
 }
@@ -114,12 +108,9 @@ AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index
                                                    const TensorView& k, const TensorView& v, float scale,
                                                    std::optional<TensorView> out, std::optional<TensorView> lse) {
   require_queue(queue, "run_context_chunk", true);
-  check_chunk_args(queue, chunk_index, q, k, v, scale, out, lse);
-  check_kernel_layout(q, "q");
-  check_kernel_layout(k, "chunk k");
-  check_kernel_layout(v, "chunk v");
-  if (out) check_kernel_layout(*out, "chunk out");
-  AttentionResult result = allocate_result(queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
+  check_chunk_args(*this, queue, chunk_index, q, k, v, scale, out, lse);
+  check_kernel_layouts({{"q", &q}, {"chunk k", &k}, {"chunk v", &v}, {"chunk out", out ? &*out : nullptr}});
+  AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
   launch(queue, device_metadata_.chunk(chunk_index), q, k, v, scale, result, std::nullopt);
   return result;
 }
@@ -184,7 +175,7 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   p.out_fp8 = out_scale.has_value();
   p.out_scale = out_scale ? out_scale->value : 1.0f;
   p.out_scale_ptr = out_scale ? out_scale->device : nullptr;
-  vendor_.launch(queue, p, params().dtype, tile_.head_dim_qk, tile_.head_dim_v);
+  vendor_.launch(queue, p, params().dtype, kernel_);
 }
 
 }  // namespace mla::gpu

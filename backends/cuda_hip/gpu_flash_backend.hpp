@@ -1,37 +1,30 @@
 // The flash-attention backend class shared by CUDA_FLASH and HIP_FLASH: one
 // source, two vendors. Plain C++ (no vendor header): each vendor folder builds
-// it with a FlashVendor naming its queue kind, device check, tile lookup,
-// kernel launch and LSE merge. prepare() uploads the step's metadata and
-// heaviest-first work lists; the run_* calls launch one kernel each.
+// it with a FlashVendor naming its queue kind, kernel chooser, kernel launch
+// and LSE merge. prepare() uploads the step's metadata and heaviest-first
+// work lists; the run_* calls launch one kernel each.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 
 #include "cuda_hip/device_metadata.hpp"
 #include "cuda_hip/flash_params.hpp"
+#include "cuda_hip/kernel_choice.hpp"
 #include "mla/backend.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::gpu {
-
-// What the backend needs of a vendor's kernel for one (qk, v) head-dim pair.
-struct KernelTile {
-  int head_dim_qk = 0;
-  int head_dim_v = 0;
-  int block_rows = 0;  // query rows per block (Br): the work-list tile height
-  int block_cols = 0;  // keys per iteration (Bc): the work-list tile width
-};
 
 struct FlashVendor {
   const char* backend_name;     // "CUDA_FLASH", in name() and every message
   DeviceBackend queue_backend;  // the only queue kind the backend accepts (its entry's queue_kinds)
-  // Why the queue's device cannot run the kernels ("" when it can), checked
-  // before every call; null when the queue kind is the whole requirement.
-  std::string (*device_gap)(const DeviceCapability& device);
-  // The kernel tile for (dtype, qk, v), or nullopt when none was compiled.
-  std::optional<KernelTile> (*find_tile)(DType dtype, int head_dim_qk, int head_dim_v);
-  // Enqueues one attention kernel on `queue`'s stream.
-  void (*launch)(Queue& queue, const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v);
+  // The kernel, its shared memory and whether it runs on a device: asked by
+  // the constructor (no device) and before every call (the queue's device).
+  KernelChooser choose;
+  // Enqueues one attention kernel, the one `kernel` names, on `queue`'s stream.
+  void (*launch)(Queue& queue, const FlashParams& params, DType dtype, const KernelTile& kernel);
   // Enqueues the LSE merge (backends/cuda_hip/merge_attn_states.hpp).
   void (*merge)(Queue& queue, const MergeArgs& args);
   // Enqueue the MLA step's gather and up-projection (backends/cuda_hip/latents.hpp).
@@ -42,7 +35,8 @@ struct FlashVendor {
 
 class GpuFlashBackend final : public PrefillBackend {
  public:
-  // Raises Error(not_supported) for a dtype or head dims without a kernel.
+  // Raises Error(not_supported) with the chooser's reason when no kernel
+  // serves the params' dtype and head dims.
   GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor);
 
   std::string name() const override { return vendor_.backend_name; }
@@ -65,15 +59,21 @@ class GpuFlashBackend final : public PrefillBackend {
 
  private:
   // Error(not_supported) unless `queue` is the vendor's queue kind on a device
-  // it can run; for runs also Error(invalid_argument) unless it is on
+  // the chooser accepts; for runs also Error(invalid_argument) unless it is on
   // prepare()'s device.
   void require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
-  void check_kernel_layout(const TensorView& view, const char* what) const;
+  // What both attention calls check of their operands (named in order q, k,
+  // v, out) besides the shared argument checks: the kernels' layout.
+  struct Operand {
+    const char* name;
+    const TensorView* view;  // null: not given
+  };
+  void check_kernel_layouts(std::initializer_list<Operand> operands) const;
   void launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
               const TensorView& v, float scale, const AttentionResult& result, std::optional<OutputScale> out_scale);
 
   FlashVendor vendor_;
-  KernelTile tile_;
+  KernelTile kernel_;  // the chooser's answer for the params' dtype and dims
   gpu::DeviceMetadata device_metadata_;
   // The queue prepare() uploaded on: a run on a queue over another stream of
   // the same device is ordered after that upload with an event (no stream

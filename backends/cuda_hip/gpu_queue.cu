@@ -13,9 +13,9 @@
 
 #include "gpu_queue.hpp"
 #include "gpu_runtime.hpp"
+#include "mla/config.hpp"
 #include "mla/detail/vendor_devices.hpp"
 #include "mla/error.hpp"
-#include "mla/log.hpp"
 #include "mla/platform.hpp"
 
 namespace mla::detail {

@@ -17,8 +17,8 @@
 #include "element.hpp"
 #include "gpu_device.hpp"
 #include "gpu_namespace.hpp"
+#include "mla/backend/latents.hpp"
 #include "mla/error.hpp"
-#include "mla/latents.hpp"
 
 namespace mla::MLA_GPU_NAMESPACE::latent_kernel {
 

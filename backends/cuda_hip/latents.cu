@@ -3,6 +3,7 @@
 #include "gpu_runtime.hpp"
 #include "latent_kernels.hpp"
 #include "latents.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::MLA_GPU_NAMESPACE {
 namespace {

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "gpu_namespace.hpp"
-#include "mla/latents.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::MLA_GPU_NAMESPACE {
 

@@ -6,7 +6,6 @@
 #include <string>
 #include <string_view>
 
-#include "mla/device.hpp"
 #include "mla/queue.hpp"
 
 namespace mla::hip_flash {

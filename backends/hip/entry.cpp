@@ -13,6 +13,7 @@
 #include "builtin_entries.hpp"
 #include "cuda_hip/flash_dims.hpp"
 #include "hip/capability.hpp"
+#include "hip/kernel_choice.hpp"
 #include "mla/error.hpp"
 
 #if MLA_WITH_HIP
@@ -59,6 +60,9 @@ BackendEntry hip_flash_backend_entry() {
   description.supports_capability = hip_flash::supports_device;
   description.fp8_output = true;
   description.queue_kinds = {hip_flash::queue_kind};
+  description.kernel_refusal = [](const SelectorConfig& request, const DeviceCapability& device) {
+    return hip_flash::choose_kernel({request.dtype, request.dims, &device}).refusal;
+  };
 #if MLA_WITH_HIP
   description.availability = [] { return Availability{}; };
   description.device_availability = device_code_for;

@@ -7,7 +7,7 @@
 
 #include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
-#include "mla/dtype.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::hip_flash {
 

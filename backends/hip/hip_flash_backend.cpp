@@ -1,25 +1,17 @@
 #include "hip_flash_backend.hpp"
 
-#include <optional>
-
 #include "capability.hpp"
+#include "cuda_hip/flash_launch.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "cuda_hip/latents.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
-#include "flash_config.hpp"
-#include "flash_launch.hpp"
+#include "kernel_choice.hpp"
 
 namespace mla::hip_flash {
 namespace {
 
-std::optional<gpu::KernelTile> find_tile(DType dtype, int head_dim_qk, int head_dim_v) {
-  const FlashTileConfig* tile = find_flash_tile_config(head_dim_qk, head_dim_v);
-  if (tile == nullptr || !has_flash_kernel(dtype, head_dim_qk, head_dim_v)) return std::nullopt;
-  return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
-}
-
 constexpr gpu::FlashVendor hip_vendor{
-    "HIP_FLASH",         queue_kind,           device_gap, find_tile, launch_flash_attention, hip::merge_attn_states,
+    "HIP_FLASH",         queue_kind,           choose_kernel, hip::launch_flash_attention, hip::merge_attn_states,
     hip::gather_latents, hip::project_latents,
 };
 

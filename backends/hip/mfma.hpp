@@ -12,7 +12,7 @@
 #pragma once
 
 #include "mfma_layout.hpp"
-#include "mla/dtype.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::hip_flash::mfma {
 

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "mla/backend/checks.hpp"
 #include "mla/error.hpp"
 
 namespace mla::detail {
@@ -34,10 +35,10 @@ AttentionResult HostBackend::run_new_tokens(Queue& queue, const TensorView& q, c
                                             float scale, bool return_lse, std::optional<TensorView> out,
                                             std::optional<OutputScale> out_scale, std::optional<TensorView> lse) {
   require_host_queue(*this, queue, "run_new_tokens");
-  check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
+  check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
   const PrefillMetadata& meta = metadata();
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), return_lse, out, out_dtype, lse);
+  AttentionResult result = allocate_result(*this, queue, meta.num_q_tokens(), return_lse, out, out_dtype, lse);
   HostAttentionProblem problem;
   problem.q = q;
   problem.k = k;
@@ -57,9 +58,10 @@ AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, co
                                                const TensorView& v, float scale, std::optional<TensorView> out,
                                                std::optional<TensorView> lse) {
   require_host_queue(*this, queue, "run_context_chunk");
-  check_chunk_args(queue, chunk_index, q, k, v, scale, out, lse);
+  check_chunk_args(*this, queue, chunk_index, q, k, v, scale, out, lse);
   const PrefillMetadata& meta = metadata();
-  AttentionResult result = allocate_result(queue, meta.num_q_tokens(), /*return_lse=*/true, out, params().dtype, lse);
+  AttentionResult result =
+      allocate_result(*this, queue, meta.num_q_tokens(), /*return_lse=*/true, out, params().dtype, lse);
   HostAttentionProblem problem;
   problem.q = q;
   problem.k = k;

@@ -7,6 +7,8 @@
 #include "flash_attention.hpp"
 #include "host_isa.hpp"
 #include "kokkos_runtime.hpp"
+#include "mla/backend/checks.hpp"
+#include "mla/backend/latents.hpp"
 #include "mla/error.hpp"
 
 namespace mla::kokkos {

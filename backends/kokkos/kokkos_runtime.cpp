@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "mla/config.hpp"
 #include "mla/error.hpp"
-#include "mla/log.hpp"
 
 namespace mla::kokkos {
 namespace {

@@ -8,7 +8,6 @@
 
 #include "flash_math.hpp"
 #include "mla/detail/numeric.hpp"
-#include "mla/dtype.hpp"
 #include "mla/tensor.hpp"
 
 namespace mla::kokkos {

@@ -17,6 +17,7 @@
 #include "flash_attention.hpp"
 #include "flash_config.hpp"
 #include "hot_loops.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::kokkos {
 namespace {

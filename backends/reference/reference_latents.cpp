@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "mla/backend/checks.hpp"
+#include "mla/backend/latents.hpp"
 #include "reference_backend.hpp"
 
 namespace mla::reference {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cuda_hip/flash_params.hpp"
-#include "mla/dtype.hpp"
+#include "mla/tensor.hpp"
 #include "simt/emulator.hpp"
 
 namespace mla::simt {

@@ -5,10 +5,11 @@
 #include <optional>
 #include <string>
 
-#include "cuda/flash_config.hpp"
+#include "cuda/kernel_choice.hpp"
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
-#include "hip/flash_config.hpp"
+#include "hip/kernel_choice.hpp"
+#include "mla/backend/latents.hpp"
 #include "simt/cuda_flash_emulated.hpp"
 #include "simt/latents_emulated.hpp"
 #include "simt/merge_emulated.hpp"
@@ -17,28 +18,30 @@
 namespace mla::simt {
 namespace {
 
-std::optional<gpu::KernelTile> cuda_tile(DType dtype, int head_dim_qk, int head_dim_v) {
-  const cuda_flash::FlashTileConfig* tile = cuda_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
-  if (tile == nullptr || !gpu::is_flash_dtype(dtype)) return std::nullopt;
-  return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows, tile->block_cols};
+// The vendors' own choosers, asked about the kernel alone: the emulated
+// device is the host, whose queue and memory the kernels run on.
+gpu::KernelChoice cuda_choice(const gpu::KernelRequest& request) {
+  return cuda_flash::choose_kernel({request.dtype, request.dims, nullptr});
 }
 
-std::optional<gpu::KernelTile> hip_tile(DType dtype, int head_dim_qk, int head_dim_v) {
-  const hip_flash::FlashTileConfig* tile = hip_flash::find_flash_tile_config(head_dim_qk, head_dim_v);
-  if (tile == nullptr || !gpu::is_flash_dtype(dtype) || !hip_flash_emulated_built()) return std::nullopt;
-  return gpu::KernelTile{tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols};
+gpu::KernelChoice hip_choice(const gpu::KernelRequest& request) {
+  gpu::KernelChoice choice = hip_flash::choose_kernel({request.dtype, request.dims, nullptr});
+  if (choice.supported() && !hip_flash_emulated_built()) {
+    choice.refusal = "has no emulated kernel: the build found no clang 15 or newer to compile the HIP kernel";
+  }
+  return choice;
 }
 
-void cuda_launch(Queue&, const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
-  launch_cuda_flash_emulated(params, dtype, head_dim_qk, head_dim_v);
+void cuda_launch(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
+  launch_cuda_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v);
 }
 
-void hip_launch_gfx90a(Queue&, const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
-  launch_hip_flash_emulated(params, dtype, head_dim_qk, head_dim_v, AmdTarget::gfx90a);
+void hip_launch_gfx90a(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
+  launch_hip_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v, AmdTarget::gfx90a);
 }
 
-void hip_launch_gfx908(Queue&, const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
-  launch_hip_flash_emulated(params, dtype, head_dim_qk, head_dim_v, AmdTarget::gfx908);
+void hip_launch_gfx908(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
+  launch_hip_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v, AmdTarget::gfx908);
 }
 
 void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
@@ -59,13 +62,13 @@ void cuda_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH (emulated)", DeviceBackend::host, nullptr, cuda_tile, cuda_launch, merge, gather, cuda_project,
+    "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project,
 };
 constexpr gpu::FlashVendor hip_gfx90a_vendor{
-    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx90a, merge, gather, project,
+    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, hip_choice, hip_launch_gfx90a, merge, gather, project,
 };
 constexpr gpu::FlashVendor hip_gfx908_vendor{
-    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, nullptr, hip_tile, hip_launch_gfx908, merge, gather, project,
+    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, hip_choice, hip_launch_gfx908, merge, gather, project,
 };
 
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {
@@ -76,6 +79,9 @@ BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability
   description.fp8_output = true;
   description.queue_kinds = {vendor.queue_backend};
   description.availability = [availability] { return availability; };
+  description.kernel_refusal = [&vendor](const SelectorConfig& request, const DeviceCapability& device) {
+    return vendor.choose({request.dtype, request.dims, &device}).refusal;
+  };
   BackendFactory factory = [&vendor](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
     return std::make_unique<gpu::GpuFlashBackend>(params, vendor);
   };

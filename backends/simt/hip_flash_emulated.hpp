@@ -4,7 +4,7 @@
 #pragma once
 
 #include "cuda_hip/flash_params.hpp"
-#include "mla/dtype.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::simt {
 

@@ -3,6 +3,7 @@
 // dispatch, grid) as the CUDA and HIP builds, only the launch differs.
 #include "simt/latents_emulated.hpp"
 
+#include "mla/backend/latents.hpp"
 #include "simt/latent_launch.hpp"
 
 namespace mla::simt {

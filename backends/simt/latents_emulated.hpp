@@ -2,7 +2,7 @@
 // the emulator.
 #pragma once
 
-#include "mla/latents.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::simt {
 

@@ -2,7 +2,7 @@
 // bf16 and fp16 keys and values, the shared SIMT kernel for float32.
 #pragma once
 
-#include "mla/latents.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::simt {
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "builtin_entries.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/mla.hpp"
 
 namespace mla::bench {
@@ -53,7 +54,7 @@ class RandomPool {
     std::vector<std::uint16_t> block(std::size_t{32} << 20);  // 64 MiB
     for (std::size_t i = 0; i < block.size(); ++i) {
       const float value = (i % 2 ? 1.0f : -1.0f) * uniform(rng);
-      block[i] = float_to_bf16_bits(value);
+      block[i] = numeric::float_to_bf16(value);
     }
     const std::size_t block_bytes = block.size() * 2;
     for (std::size_t offset = 0, shift = 0; offset < bytes;

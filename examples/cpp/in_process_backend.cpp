@@ -1,3 +1,6 @@
+#include <mla/backend/checks.hpp>
+#include <mla/backend/registration.hpp>
+#include <mla/backend/registry.hpp>
 #include <mla/mla.hpp>
 
 #include <cstdio>
@@ -7,7 +10,7 @@
 
 // A backend is a PrefillBackend: a constructor from BackendParams, a name and the
 // three operations. This one hands them to REFERENCE; yours runs its own kernels.
-// The inherited checks (check_new_tokens_args, ...) and allocate_result do the
+// The checks of mla/backend/checks.hpp (check_new_tokens_args, ...) and allocate_result do the
 // argument checks and the outputs the caller did not pass.
 class MyBackend final : public mla::PrefillBackend {
  public:
@@ -23,14 +26,14 @@ class MyBackend final : public mla::PrefillBackend {
                                       const mla::TensorView& v, float scale, bool return_lse,
                                       std::optional<mla::TensorView> out, std::optional<mla::OutputScale> out_scale,
                                       std::optional<mla::TensorView> lse) override {
-    check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
+    mla::check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
     return inner_->run_new_tokens(queue, q, k, v, scale, return_lse, out, out_scale, lse);
   }
   mla::AttentionResult run_context_chunk(mla::Queue& queue, int chunk, const mla::TensorView& q,
                                          const mla::TensorView& k, const mla::TensorView& v, float scale,
                                          std::optional<mla::TensorView> out,
                                          std::optional<mla::TensorView> lse) override {
-    check_chunk_args(queue, chunk, q, k, v, scale, out, lse);
+    mla::check_chunk_args(*this, queue, chunk, q, k, v, scale, out, lse);
     return inner_->run_context_chunk(queue, chunk, q, k, v, scale, out, lse);
   }
   void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) override {

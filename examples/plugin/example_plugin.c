@@ -1,7 +1,7 @@
 /* An mlaprefill plugin to copy from: exact attention in float on the host,
  * registered as member CUSTOM and as the factory EXAMPLE_PLUGIN.
  *
- * It includes nothing of the library but mla/plugin_abi.h and links nothing of
+ * It includes nothing of the library but mla/plugin/abi.h and links nothing of
  * it, so the same file builds against any installed mlaprefill with a
  * matching MLA_PLUGIN_ABI_VERSION:
  *
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mla/plugin_abi.h"
+#include "mla/plugin/abi.h"
 
 #define BACKEND_NAME "EXAMPLE_PLUGIN"
 

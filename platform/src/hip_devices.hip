@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "mla/config.hpp"
 #include "mla/detail/vendor_devices.hpp"
-#include "mla/log.hpp"
 
 namespace mla {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "backend_object.hpp"
 #include "bindings.hpp"
+#include "mla/backend/checks.hpp"
 #include "mla/mla.hpp"
 #include "tensors.hpp"
 
@@ -92,32 +93,38 @@ void prepare(BackendObject& self, const CuList& cu_q, const std::optional<CuList
   self.backend().prepare(queue, metadata);
 }
 
+// The operands both attention calls borrow, in this order.
+struct AttentionTensors {
+  BorrowedTensor q, k, v, out;
+};
+
+AttentionTensors borrow_attention(py::handle q, py::handle k, py::handle v, py::handle out, const Queue& queue,
+                                  py::handle stream) {
+  return {borrow_tensor(q, "q", queue, stream), borrow_tensor(k, "k", queue, stream),
+          borrow_tensor(v, "v", queue, stream), borrow_tensor(out, "out", queue, stream)};
+}
+
 void run_new_tokens(BackendObject& self, py::handle q, py::handle k, py::handle v, float softmax_scale, bool return_lse,
                     py::handle out, py::handle lse, py::handle output_scale, py::handle stream) {
   Queue queue = self.queue_for(stream);
-  const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
-  const BorrowedTensor tk = borrow_tensor(k, "k", queue, stream);
-  const BorrowedTensor tv = borrow_tensor(v, "v", queue, stream);
-  const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
+  const AttentionTensors tensors = borrow_attention(q, k, v, out, queue, stream);
   const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
   const ScaleArgument scale = scale_of(output_scale, queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
-  self.backend().run_new_tokens(queue, tq.view, tk.view, tv.view, softmax_scale, return_lse, tout.view, scale.scale,
-                                view_of(tlse));
+  self.backend().run_new_tokens(queue, tensors.q.view, tensors.k.view, tensors.v.view, softmax_scale, return_lse,
+                                tensors.out.view, scale.scale, view_of(tlse));
 }
 
 void run_context_chunk(BackendObject& self, int index, py::handle q, py::handle k, py::handle v, float softmax_scale,
                        py::handle out, py::handle lse, py::handle stream) {
   Queue queue = self.queue_for(stream);
-  const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
-  const BorrowedTensor tk = borrow_tensor(k, "k", queue, stream);
-  const BorrowedTensor tv = borrow_tensor(v, "v", queue, stream);
-  const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
+  const AttentionTensors operands = borrow_attention(q, k, v, out, queue, stream);
   const BorrowedTensor tlse = borrow_tensor(lse, "lse", queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
-  self.backend().run_context_chunk(queue, index, tq.view, tk.view, tv.view, softmax_scale, tout.view, tlse.view);
+  self.backend().run_context_chunk(queue, index, operands.q.view, operands.k.view, operands.v.view, softmax_scale,
+                                   operands.out.view, tlse.view);
 }
 
 void merge(BackendObject& self, py::handle prefix_out, py::handle prefix_lse, py::handle suffix_out,

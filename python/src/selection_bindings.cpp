@@ -9,6 +9,7 @@
 
 #include "backend_object.hpp"
 #include "bindings.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/mla.hpp"
 
 namespace mla::python {

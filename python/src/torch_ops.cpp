@@ -22,6 +22,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include "mla/backend/checks.hpp"
 #include "mla/mla.hpp"
 #include "torch_tensors.hpp"
 

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "config/scoped_env.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/config.hpp"
 #include "mla/error.hpp"
 #include "mla/platform.hpp"
-#include "mla/registry.hpp"
 #include "mla/selector.hpp"
 
 namespace mla {

@@ -9,6 +9,7 @@
 #if defined(MLA_CONFORMANCE_EMULATED)
 #include <cstdio>
 
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"

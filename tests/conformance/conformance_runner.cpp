@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "mla/backend/registration.hpp"
 #include "mla/error.hpp"
-#include "mla/registration.hpp"
+#include "mla/selector.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "error_message.hpp"
-#include "mla/context_plan.hpp"
 #include "mla/error.hpp"
+#include "mla/mla_step.hpp"
 
 namespace mla {
 namespace {

@@ -6,8 +6,8 @@
 #include <random>
 
 #include "mla/detail/numeric.hpp"
-#include "mla/dtype.hpp"
 #include "mla/error.hpp"
+#include "mla/tensor.hpp"
 
 namespace {
 
@@ -35,56 +35,56 @@ TEST(DType, UnknownNameListsOptions) {
 }
 
 TEST(DType, HalfKnownValues) {
-  EXPECT_EQ(mla::float_to_half_bits(1.0f), 0x3c00);
-  EXPECT_EQ(mla::float_to_half_bits(-2.0f), 0xc000);
-  EXPECT_EQ(mla::float_to_half_bits(65504.0f), 0x7bff);
-  EXPECT_EQ(mla::float_to_half_bits(65520.0f), 0x7c00);                  // rounds to infinity
-  EXPECT_EQ(mla::float_to_half_bits(5.9604644775390625e-08f), 0x0001);   // smallest subnormal
-  EXPECT_EQ(mla::float_to_half_bits(2.98023223876953125e-08f), 0x0000);  // half of it: tie to even (0)
-  EXPECT_EQ(mla::float_to_half_bits(1.0f + 1.0f / 2048.0f), 0x3c00);     // tie between 1 and 1+2^-10: even
-  EXPECT_EQ(mla::float_to_half_bits(1.0f + 3.0f / 2048.0f), 0x3c02);     // tie: rounds up to even
-  EXPECT_TRUE(std::isnan(mla::half_bits_to_float(mla::float_to_half_bits(std::nanf("")))));
-  EXPECT_TRUE(std::isinf(mla::half_bits_to_float(0x7c00)));
+  EXPECT_EQ(mla::numeric::float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(mla::numeric::float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(mla::numeric::float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(mla::numeric::float_to_half(65520.0f), 0x7c00);                  // rounds to infinity
+  EXPECT_EQ(mla::numeric::float_to_half(5.9604644775390625e-08f), 0x0001);   // smallest subnormal
+  EXPECT_EQ(mla::numeric::float_to_half(2.98023223876953125e-08f), 0x0000);  // half of it: tie to even (0)
+  EXPECT_EQ(mla::numeric::float_to_half(1.0f + 1.0f / 2048.0f), 0x3c00);     // tie between 1 and 1+2^-10: even
+  EXPECT_EQ(mla::numeric::float_to_half(1.0f + 3.0f / 2048.0f), 0x3c02);     // tie: rounds up to even
+  EXPECT_TRUE(std::isnan(mla::numeric::half_to_float(mla::numeric::float_to_half(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(mla::numeric::half_to_float(0x7c00)));
 }
 
 TEST(DType, HalfRoundTripIsExactForEveryFiniteHalf) {
   for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {
     const auto h = static_cast<std::uint16_t>(bits);
-    const float f = mla::half_bits_to_float(h);
+    const float f = mla::numeric::half_to_float(h);
     if (std::isnan(f)) continue;
-    ASSERT_EQ(mla::float_to_half_bits(f), h) << "bits " << bits;
+    ASSERT_EQ(mla::numeric::float_to_half(f), h) << "bits " << bits;
   }
 }
 
 TEST(DType, Bf16RoundsToNearestEven) {
-  EXPECT_EQ(mla::float_to_bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(mla::numeric::float_to_bf16(1.0f), 0x3f80);
   // 1 + 2^-8 is the tie between 1 and 1 + 2^-7: even is 1.
-  EXPECT_EQ(mla::float_to_bf16_bits(1.0f + 1.0f / 256.0f), 0x3f80);
-  EXPECT_EQ(mla::float_to_bf16_bits(1.0f + 3.0f / 256.0f), 0x3f82);
-  EXPECT_TRUE(std::isnan(mla::bf16_bits_to_float(mla::float_to_bf16_bits(std::nanf("")))));
+  EXPECT_EQ(mla::numeric::float_to_bf16(1.0f + 1.0f / 256.0f), 0x3f80);
+  EXPECT_EQ(mla::numeric::float_to_bf16(1.0f + 3.0f / 256.0f), 0x3f82);
+  EXPECT_TRUE(std::isnan(mla::numeric::bf16_to_float(mla::numeric::float_to_bf16(std::nanf("")))));
   for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {
-    const float f = mla::bf16_bits_to_float(static_cast<std::uint16_t>(bits));
+    const float f = mla::numeric::bf16_to_float(static_cast<std::uint16_t>(bits));
     if (std::isnan(f)) continue;
-    ASSERT_EQ(mla::float_to_bf16_bits(f), bits);
+    ASSERT_EQ(mla::numeric::float_to_bf16(f), bits);
   }
 }
 
 TEST(DType, Fp8E4m3KnownValuesAndSaturation) {
-  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(1.0f), 0x38);
-  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(448.0f), 0x7e);
-  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(1e6f), 0x7e);  // saturates, no infinity in e4m3fn
-  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(-1e6f), 0xfe);
-  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(std::numeric_limits<float>::infinity()), 0x7e);
-  EXPECT_EQ(mla::float_to_fp8_e4m3_bits(0.001953125f), 0x01);  // 2^-9, smallest subnormal
-  EXPECT_FLOAT_EQ(mla::fp8_e4m3_bits_to_float(0x7e), 448.0f);
-  EXPECT_FLOAT_EQ(mla::fp8_e4m3_bits_to_float(0x08), 0.015625f);
-  EXPECT_TRUE(std::isnan(mla::fp8_e4m3_bits_to_float(0x7f)));
-  EXPECT_TRUE(std::isnan(mla::fp8_e4m3_bits_to_float(mla::float_to_fp8_e4m3_bits(std::nanf("")))));
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(1.0f), 0x38);
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(448.0f), 0x7e);
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(1e6f), 0x7e);  // saturates, no infinity in e4m3fn
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(-1e6f), 0xfe);
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(std::numeric_limits<float>::infinity()), 0x7e);
+  EXPECT_EQ(mla::numeric::float_to_fp8_e4m3(0.001953125f), 0x01);  // 2^-9, smallest subnormal
+  EXPECT_FLOAT_EQ(mla::numeric::fp8_e4m3_to_float(0x7e), 448.0f);
+  EXPECT_FLOAT_EQ(mla::numeric::fp8_e4m3_to_float(0x08), 0.015625f);
+  EXPECT_TRUE(std::isnan(mla::numeric::fp8_e4m3_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(mla::numeric::fp8_e4m3_to_float(mla::numeric::float_to_fp8_e4m3(std::nanf("")))));
   for (std::uint32_t bits = 0; bits < 0x100; ++bits) {
-    const float f = mla::fp8_e4m3_bits_to_float(static_cast<std::uint8_t>(bits));
+    const float f = mla::numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(bits));
     if (std::isnan(f)) continue;
     if (bits == 0x80) continue;  // -0 encodes as 0x80 and round-trips to 0x80
-    ASSERT_EQ(mla::float_to_fp8_e4m3_bits(f), bits) << "bits " << bits;
+    ASSERT_EQ(mla::numeric::float_to_fp8_e4m3(f), bits) << "bits " << bits;
   }
 }
 
@@ -96,7 +96,7 @@ TEST(DType, Fp8RoundsToNearestRepresentable) {
     const float r = mla::round_to_dtype(x, DType::float8_e4m3);
     // No representable value is strictly closer than the one chosen.
     for (std::uint32_t bits = 0; bits < 0x100; ++bits) {
-      const float c = mla::fp8_e4m3_bits_to_float(static_cast<std::uint8_t>(bits));
+      const float c = mla::numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(bits));
       if (std::isnan(c)) continue;
       const float clamped = std::fmax(std::fmin(x, 448.0f), -448.0f);
       ASSERT_LE(std::fabs(r - clamped), std::fabs(c - clamped) + 1e-6f) << x;

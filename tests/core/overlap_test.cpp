@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/overlap.hpp"
 #include "mla/error.hpp"
-#include "overlap.hpp"
 
 namespace {
 

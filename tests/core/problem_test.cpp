@@ -2,8 +2,9 @@
 
 #include <string>
 
+#include "mla/backend.hpp"
+#include "mla/backend/checks.hpp"
 #include "mla/error.hpp"
-#include "mla/problem.hpp"
 
 namespace {
 

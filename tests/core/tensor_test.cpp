@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "mla/backend/checks.hpp"
 #include "mla/error.hpp"
 #include "mla/tensor.hpp"
 

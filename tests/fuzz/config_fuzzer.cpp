@@ -13,9 +13,10 @@
 #include <string>
 #include <utility>
 
+#include "mla/backend/registration.hpp"
 #include "mla/config.hpp"
 #include "mla/error.hpp"
-#include "mla/registration.hpp"
+#include "mla/selector.hpp"
 
 namespace {
 

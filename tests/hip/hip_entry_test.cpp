@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hip/capability.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/mla.hpp"
 
 namespace mla {

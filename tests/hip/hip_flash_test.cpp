@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mla/backend/registry.hpp"
 #include "mla/mla.hpp"
 
 namespace mla {

@@ -22,16 +22,33 @@ if(STATIC_FROM)
   run_step("static build" ${CMAKE_COMMAND} --build ${BUILD_DIR})
 endif()
 run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-# The public headers are installed, the internal detail/ folders are not.
-foreach(header mla/mla.hpp mla/device.hpp mla/platform.hpp mla/queue.hpp)
+# The public headers are installed by audience: the engine caller's in mla/
+# (at most ten), the backend author's in mla/backend/, the plugin C ABI in
+# mla/plugin/. The internal detail/ folders and the element bit helpers are not.
+foreach(header mla/mla.hpp mla/platform.hpp mla/queue.hpp mla/backend/checks.hpp mla/backend/registration.hpp
+               mla/plugin/abi.h)
   if(NOT EXISTS ${prefix}/include/${header})
     message(FATAL_ERROR "install test: public header ${header} was not installed")
   endif()
 endforeach()
-file(GLOB_RECURSE installed_detail LIST_DIRECTORIES true ${prefix}/include/mla/detail*)
+file(GLOB engine_headers ${prefix}/include/mla/*.*)
+list(LENGTH engine_headers engine_header_count)
+if(engine_header_count GREATER 10)
+  message(FATAL_ERROR "install test: ${engine_header_count} engine headers in include/mla (at most 10): "
+                      "${engine_headers}")
+endif()
+file(GLOB installed_detail LIST_DIRECTORIES true ${prefix}/include/mla/detail ${prefix}/include/mla/*/detail)
 if(installed_detail)
   message(FATAL_ERROR "install test: internal headers were installed: ${installed_detail}")
 endif()
+file(GLOB_RECURSE installed_headers ${prefix}/include/mla/*)
+foreach(header ${installed_headers})
+  file(STRINGS ${header} bit_helpers REGEX "float_to_half|half_to_float|float_to_bf16|bf16_to_float|fp8_e4m3_to_float")
+  if(bit_helpers)
+    message(FATAL_ERROR "install test: ${header} shows the element bit helpers: ${bit_helpers}")
+  endif()
+endforeach()
+message(STATUS "install test: ${engine_header_count} engine headers in include/mla")
 # libmla does not export its build's vendor switches; the consumer is told
 # which backends to expect.
 run_step("consumer configure" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK_DIR}/build -G ${GENERATOR}
@@ -65,6 +82,10 @@ if(EXAMPLES_SOURCE)
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion -Werror")
   run_step("examples build" ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
+  # The README's first example against the installed headers alone: no include
+  # path but the prefix's and the example's own folder (random_tensor.hpp).
+  run_step("first example against the installed headers" ${CXX_COMPILER} -std=c++20 -fsyntax-only -Wall -Wextra
+    -Werror -I${prefix}/include -I${EXAMPLES_SOURCE}/cpp ${EXAMPLES_SOURCE}/cpp/quick_start.cpp)
   # The environment of a user who followed the README: the installed command first on PATH,
   # nothing of the test's own selection settings.
   set(user_env ${CMAKE_COMMAND} -E env --unset=MLA_CONFIG --unset=MLA_PREFILL_BACKEND --unset=MLA_PLATFORM

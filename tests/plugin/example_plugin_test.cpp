@@ -4,7 +4,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
+#include "mla/selector.hpp"
 #include "plugin_support.hpp"
 
 namespace mla::plugin_test {

@@ -3,6 +3,7 @@
 // register_mla_prefill_backend (vLLM's direct call).
 #include <cmath>
 
+#include "mla/backend/registration.hpp"
 #include "plugin_support.hpp"
 
 namespace {

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "conformance/test_tensors.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
+#include "mla/selector.hpp"
 #include "plugin_support.hpp"
 
 namespace mla::plugin_test {

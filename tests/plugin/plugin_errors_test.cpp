@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
-#include "mla/plugin_abi.h"
+#include "mla/plugin/abi.h"
+#include "mla/selector.hpp"
 #include "plugin_support.hpp"
 
 namespace mla::plugin_test {

@@ -1,11 +1,11 @@
 // Tiny plugins for the loader's tests, one per MLA_TEST_PLUGIN_<VARIANT>
 // definition; each is a MODULE library that, like any plugin, sees only
-// mla/plugin_abi.h (compiled here as C++ to show the header is valid C++ too).
+// mla/plugin/abi.h (compiled here as C++ to show the header is valid C++ too).
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
-#include "mla/plugin_abi.h"
+#include "mla/plugin/abi.h"
 
 namespace {
 

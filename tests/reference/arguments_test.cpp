@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "mla/backend/checks.hpp"
 #include "reference/reference_helpers.hpp"
 
 namespace mla::testing {
@@ -368,14 +369,14 @@ class CheckingBackend final : public PrefillBackend {
                                  float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt) override {
-    check_new_tokens_args(queue, q, k, v, scale, out, out_scale, lse);
-    return allocate_result(queue, metadata().num_q_tokens(), return_lse, out, params().dtype, lse);
+    mla::check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
+    return mla::allocate_result(*this, queue, metadata().num_q_tokens(), return_lse, out, params().dtype, lse);
   }
   AttentionResult run_context_chunk(Queue& queue, int chunk, const TensorView& q, const TensorView& k,
                                     const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
                                     std::optional<TensorView> lse = std::nullopt) override {
-    check_chunk_args(queue, chunk, q, k, v, scale, out, lse);
-    return allocate_result(queue, metadata().num_q_tokens(), true, out, params().dtype, lse);
+    mla::check_chunk_args(*this, queue, chunk, q, k, v, scale, out, lse);
+    return mla::allocate_result(*this, queue, metadata().num_q_tokens(), true, out, params().dtype, lse);
   }
   void merge_attn_states(Queue& queue, const MergeArgs& args) override { check_merge_args(queue, args); }
 };

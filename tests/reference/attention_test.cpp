@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mla/detail/numeric.hpp"
 #include "reference/reference_helpers.hpp"
 
 namespace mla::testing {
@@ -112,7 +113,7 @@ TEST(ReferenceAttention, Fp8OutputIsScaledAndSaturated) {
   backend->run_new_tokens(host, q.view(), k.view(), v.view(), 1.0f, false, out.view(), 2.0f);
   // Token 0: 3 / 2 = 1.5, exact in e4m3. Token 1: mean 501.5 / 2 = 250.75 -> 256.
   EXPECT_EQ(out.at(0, 0, 0), 1.5f);
-  EXPECT_EQ(out.at(1, 0, 0), fp8_e4m3_bits_to_float(float_to_fp8_e4m3_bits(250.75f)));
+  EXPECT_EQ(out.at(1, 0, 0), numeric::fp8_e4m3_to_float(numeric::float_to_fp8_e4m3(250.75f)));
   backend->run_new_tokens(host, q.view(), k.view(), v.view(), 1.0f, false, out.view(), 0.5f);
   EXPECT_EQ(out.at(1, 0, 0), 448.0f);  // 1003 saturates
 }

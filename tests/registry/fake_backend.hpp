@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "mla/backend.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/error.hpp"
-#include "mla/registry.hpp"
 
 namespace mla::test {
 

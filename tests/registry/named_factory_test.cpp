@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "mla/backend/registry.hpp"
 #include "mla/error.hpp"
-#include "mla/registry.hpp"
 #include "registry/fake_backend.hpp"
 
 namespace mla {

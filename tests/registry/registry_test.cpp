@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
+#include "mla/backend/registry.hpp"
 #include "mla/error.hpp"
-#include "mla/registry.hpp"
 #include "registry/fake_backend.hpp"
 
 namespace mla {

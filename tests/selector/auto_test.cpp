@@ -1,5 +1,6 @@
 // Auto-selection: the platform's priority list, first valid wins, and the
 // error that lists every reason when none is (docs/contract.md §10, steps 3 and 4).
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
 #include "selector/selector_fixture.hpp"
 

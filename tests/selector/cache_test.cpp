@@ -4,8 +4,10 @@
 #include <atomic>
 #include <thread>
 
+#include "mla/backend/registration.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
-#include "mla/registration.hpp"
+#include "mla/selector.hpp"
 #include "selector/selector_fixture.hpp"
 
 namespace mla::test {

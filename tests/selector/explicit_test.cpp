@@ -1,6 +1,7 @@
 // Explicit choices (API > MLA_PREFILL_BACKEND > YAML) and the unknown-capability
 // rule (docs/contract.md §10, steps 1 and 2).
 #include "config/scoped_env.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
 #include "selector/selector_fixture.hpp"
 

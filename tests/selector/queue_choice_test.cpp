@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mla/backend/registry.hpp"
 #include "mla/error.hpp"
 #include "mla/platform.hpp"
 #include "mla/selector.hpp"

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "mla/backend/registry.hpp"
+#include "mla/config.hpp"
 #include "mla/error.hpp"
-#include "mla/log.hpp"
 #include "mla/platform.hpp"
 #include "mla/selector.hpp"
 #include "registry/fake_backend.hpp"

@@ -13,6 +13,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "mla/detail/numeric.hpp"
+
 extern char** environ;
 
 namespace mla::tools::test {
@@ -120,7 +122,7 @@ void write_floats(const std::string& path, const std::vector<std::int64_t>& shap
     array.type = NpyType::float16;
     array.data.resize(values.size() * 2);
     for (std::size_t i = 0; i < values.size(); ++i) {
-      const std::uint16_t bits = float_to_half_bits(values[i]);
+      const std::uint16_t bits = numeric::float_to_half(values[i]);
       std::memcpy(array.data.data() + 2 * i, &bits, 2);
     }
   }

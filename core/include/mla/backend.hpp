@@ -1,6 +1,9 @@
 // The prefill backend interface, mirroring vLLM's MLAPrefillBackend: a static
 // description that can be validated without constructing anything, and an
-// object that runs new tokens, context chunks and the LSE merge.
+// object that runs new tokens, context chunks and the LSE merge; the step's
+// metadata; and one whole prefill step over any backend. What an engine
+// calls; a backend's author derives from PrefillBackend with the helpers of
+// mla/backend/ (checks.hpp, latents.hpp, registration.hpp).
 //
 // Tensor conventions (docs/contract.md §1-2), Nq = metadata.num_q_tokens():
 //   q   [Nq, H, dqk]   k [Nk, H, dqk]   v [Nk, H, V]   (strides are honoured)
@@ -8,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,15 +19,65 @@
 #include <string_view>
 #include <vector>
 
-#include "mla/device.hpp"
-#include "mla/dims.hpp"
-#include "mla/dtype.hpp"
-#include "mla/latents.hpp"
-#include "mla/problem.hpp"
 #include "mla/queue.hpp"
-#include "mla/tensor.hpp"
 
 namespace mla {
+
+// Cumulative sequence lengths on the host, vLLM's cu_seqlens: B+1 entries that
+// start at 0 and never decrease. Backends copy them to the device in prepare().
+struct PrefillMetadata {
+  std::vector<std::int32_t> cu_seqlens_q;  // [B+1] new (query) tokens per sequence
+  std::vector<std::int32_t> cu_seqlens_k;  // [B+1] keys of the new tokens; equal to cu_seqlens_q
+                                           // in vLLM, longer rows allowed (bottom-right causal)
+  int max_seqlen_q = 0;
+  int max_seqlen_k = 0;
+  bool causal = true;
+
+  // One entry per context chunk: keys of cached tokens, [B+1] each.
+  struct Chunk {
+    std::vector<std::int32_t> cu_seqlens_k;
+    int max_seqlen_k = 0;
+  };
+  std::vector<Chunk> chunks;
+
+  int batch_size() const { return cu_seqlens_q.empty() ? 0 : static_cast<int>(cu_seqlens_q.size()) - 1; }
+  std::int64_t num_q_tokens() const { return cu_seqlens_q.empty() ? 0 : cu_seqlens_q.back(); }
+  std::int64_t num_k_tokens() const { return cu_seqlens_k.empty() ? 0 : cu_seqlens_k.back(); }
+
+  // Builds metadata from per-sequence lengths and fills the max lengths.
+  static PrefillMetadata from_lengths(const std::vector<int>& q_lens, const std::vector<int>& k_lens,
+                                      bool causal = true);
+  // Appends a context chunk from per-sequence key lengths.
+  void add_chunk(const std::vector<int>& chunk_k_lens);
+};
+
+// A step's metadata where an engine keeps it: cu_seqlens arrays already in
+// memory the queue's device reads (vLLM's query_start_loc and the chunked
+// context's cu_seq_lens), and the sizes the engine knows on the host. GPU
+// backends read the arrays on the device only, so preparing a step copies
+// nothing and waits for nothing, and can be captured into a CUDA graph;
+// other backends read them through the queue (on the host queue, directly).
+// The arrays must stay valid and unchanged until the step's work is done.
+struct DevicePrefillMetadata {
+  int batch_size = 0;                          // B
+  const std::int32_t* cu_seqlens_q = nullptr;  // [B+1]
+  const std::int32_t* cu_seqlens_k = nullptr;  // [B+1]
+  std::int64_t num_q_tokens = 0;               // cu_seqlens_q[B]
+  std::int64_t num_k_tokens = 0;               // cu_seqlens_k[B]
+  // At least the longest sequence: GPU grids are sized by them and cannot
+  // check them (backends that read the arrays on the host do).
+  int max_seqlen_q = 0;
+  int max_seqlen_k = 0;
+  bool causal = true;
+  MemoryKind memory = MemoryKind::device;  // where the arrays live
+
+  struct Chunk {
+    const std::int32_t* cu_seqlens_k = nullptr;  // [B+1]
+    std::int64_t num_k_tokens = 0;               // cu_seqlens_k[B]
+    int max_seqlen_k = 0;
+  };
+  std::vector<Chunk> chunks;
+};
 
 // What a selection is asked for.
 struct SelectorConfig {
@@ -54,6 +108,12 @@ struct BackendDescription {
   // and reports a refusal as "required dependencies not available (...)".
   // Empty: every supported device.
   std::function<Availability(const DeviceCapability&)> device_availability;
+  // The backend's kernel chooser, for backends that have one: why no kernel
+  // of this build serves `request` on `device`, worded to follow the name
+  // (empty: one does). validate() asks it last, when every check above
+  // passed; the backend asks the same chooser when it is built and before it
+  // launches. Empty: the checks above are the whole answer.
+  std::function<std::string(const SelectorConfig& request, const DeviceCapability& device)> kernel_refusal;
   // Output quantisation the attention epilogue can write (fp8 e4m3 static per-tensor).
   bool fp8_output = false;
   // Set on the attention registry's entries: ordinary multi-head attention
@@ -82,12 +142,6 @@ Queue make_queue(const BackendDescription& description, int device_index = 0);
 // passes when the list is empty).
 void check_queue(const BackendDescription& description, const Queue& queue);
 
-// The check backends run on every call: Error(not_supported) "<who>
-// <operation> needs a host queue; got a cuda queue (...)" unless `queue` is
-// of one of `kinds`.
-void require_queue_kind(std::string_view who, std::string_view operation, const std::vector<DeviceBackend>& kinds,
-                        const Queue& queue);
-
 // Constructor arguments of every backend (vLLM: num_heads, kv_lora_rank, dims).
 // The softmax scale is not among them: each attention call takes its own.
 struct BackendParams {
@@ -115,12 +169,6 @@ struct OutputScale {
   bool is_device() const { return device != nullptr; }
 };
 
-// The scale's value on the host, for backends that compute or hand off on the
-// host (REFERENCE, KOKKOS, plugins): a host scale as it is (the backend calls
-// check it), a device scale read back through `queue` (one wait on a GPU
-// queue) and checked: finite and positive, else Error(invalid_argument).
-float read_out_scale(Queue& queue, const OutputScale& scale);
-
 // Output quantisation keys accepted by supports_quant_output.
 enum class QuantKey { fp8_e4m3_static_per_tensor };
 
@@ -146,16 +194,6 @@ struct MergeArgs {
   std::optional<OutputScale> out_scale;                     // required for fp8 output
 };
 
-// Checks shapes, dtypes and the fp8 scale of a merge, and that out and out_lse
-// share no memory with an input or each other; raises Error(invalid_argument).
-void check_merge_args(const MergeArgs& args);
-// The same, plus: every tensor is in memory `queue` can access.
-void check_merge_args(const Queue& queue, const MergeArgs& args);
-
-// Raises Error(invalid_argument) naming `what` when a non-empty `view` lives in
-// memory `queue` cannot access (Queue::can_access), e.g. host memory on a GPU queue.
-void check_accessible(const Queue& queue, const TensorView& view, const char* what);
-
 // The token counts of a prepared step, whichever form its metadata came in.
 struct StepSizes {
   int batch_size = 0;
@@ -164,10 +202,7 @@ struct StepSizes {
   std::vector<std::int64_t> chunk_k_tokens;  // one entry per context chunk
 };
 
-// Copies device metadata's arrays to the host through `queue`, waits for the
-// copy (on the host queue a plain read), and checks the result as
-// check_metadata does, plus the sizes against the arrays' last entries.
-PrefillMetadata read_device_metadata(Queue& queue, const DevicePrefillMetadata& metadata);
+struct LatentGather;  // mla/backend/latents.hpp
 
 class PrefillBackend {
  public:
@@ -215,7 +250,7 @@ class PrefillBackend {
   // Joins two partial attentions (docs/contract.md §3).
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
 
-  // The MLA step's gather (run_mla_prefill; mla/latents.hpp): latents[t] =
+  // The MLA step's gather (run_mla_prefill; mla/backend/latents.hpp): latents[t] =
   // row t's L latent values in float32 (times gather.scale when read from
   // the cache) and k[t, h, P:P+R] = its rope key, for every head h, in k's
   // dtype. The default runs on the host and needs a host queue (else
@@ -235,27 +270,6 @@ class PrefillBackend {
   virtual std::string kernel_info() const { return {}; }
 
  protected:
-  // Shape/dtype/scale checks shared by every backend, and that out and lse
-  // share no memory with q, k, v or each other; raise Error(invalid_argument).
-  void check_new_tokens_args(const TensorView& q, const TensorView& k, const TensorView& v, float scale,
-                             const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
-                             const std::optional<TensorView>& lse = std::nullopt) const;
-  void check_chunk_args(int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v, float scale,
-                        const std::optional<TensorView>& out = std::nullopt,
-                        const std::optional<TensorView>& lse = std::nullopt) const;
-  // The same, plus check_accessible on every tensor; what a run_* override calls first.
-  void check_new_tokens_args(const Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                             float scale, const std::optional<TensorView>& out,
-                             const std::optional<OutputScale>& out_scale,
-                             const std::optional<TensorView>& lse = std::nullopt) const;
-  void check_chunk_args(const Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                        const TensorView& v, float scale, const std::optional<TensorView>& out = std::nullopt,
-                        const std::optional<TensorView>& lse = std::nullopt) const;
-  // The caller's out and lse views, and what is missing allocated on `queue`:
-  // out in `out_dtype` (q's dtype, or fp8 with an out_scale), lse when
-  // return_lse. Raises Error(invalid_argument) for an lse without return_lse.
-  AttentionResult allocate_result(Queue& queue, std::int64_t num_q, bool return_lse, std::optional<TensorView> out,
-                                  DType out_dtype, std::optional<TensorView> lse = std::nullopt) const;
   // What a prepare_device override calls first: checks the sizes and
   // pointers and records the step without host arrays.
   void record_device_step(const DevicePrefillMetadata& metadata);

@@ -1,18 +1,38 @@
-// The library's configuration: which backend, priority lists per platform,
-// overrides and logging. Sources, lowest precedence first: built-in defaults
-// (configs/default.yaml compiled in) < a YAML file < the environment
-// (MLA_CONFIG names the file, MLA_PREFILL_BACKEND the backend) < API calls.
+// The library's configuration (which backend, priority lists per platform,
+// overrides, logging) and its log. Configuration sources, lowest precedence
+// first: built-in defaults (configs/default.yaml compiled in) < a YAML file <
+// the environment (MLA_CONFIG names the file, MLA_PREFILL_BACKEND the
+// backend) < API calls.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "mla/device.hpp"
-#include "mla/log.hpp"
+#include "mla/queue.hpp"
 
 namespace mla {
+
+// Logging. The library logs through spdlog internally; nothing of spdlog leaks
+// into the public headers. A sink lets applications and tests see the lines.
+enum class LogLevel { trace, debug, info, warn, error, off };
+
+std::string_view log_level_name(LogLevel level);
+// Raises Error(config) listing the valid names.
+LogLevel parse_log_level(std::string_view name);
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+
+// Every line at or above the level also goes to `sink` (empty: none). Returns
+// the previous sink.
+using LogSink = std::function<void(LogLevel, std::string_view)>;
+LogSink set_log_sink(LogSink sink);
+
+void log(LogLevel level, std::string_view message);
 
 // Where a value came from, for messages: "configs/x.yaml:3:12", "MLA_PREFILL_BACKEND".
 struct ConfigOrigin {

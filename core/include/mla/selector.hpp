@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "mla/backend.hpp"
+#include "mla/backend/registry.hpp"
 #include "mla/config.hpp"
-#include "mla/registry.hpp"
 
 namespace mla {
 
@@ -52,6 +52,39 @@ struct Selection {
 // bound again (a registry change, so Selectors' caches start afresh).
 void configure(const Config& config);
 
+// Loads the plugin at `path` and commits its registrations, all or nothing.
+//
+// `path` is absolute, relative to the working directory, or starts with
+// ${MLA_PLUGIN_DIR} (see plugin_dir()). Loading a file that is already
+// loaded, under any spelling that resolves to the same file, does nothing:
+// a plugin registers once per process, and clear_override() on its member
+// does not make a later load_plugin() register it again.
+//
+// Every failure raises Error(plugin) naming the file: the file does not
+// exist; it is not a loadable shared library (the dynamic loader's message);
+// it lacks mla_plugin_abi_version or mla_plugin_register; its ABI version
+// differs from MLA_PLUGIN_ABI_VERSION (both are named); mla_plugin_register
+// failed or registered nothing; a registration is malformed (unknown member,
+// empty name, bad dtype, missing operation); or a registration in add mode
+// meets a member or factory name that is already registered (the plugin must
+// ask for MLA_PLUGIN_REGISTER_REPLACE to override one). After a failure the
+// registries are exactly as before and the file is unloaded again.
+// Safe to call from several threads; loads are serialised.
+void load_plugin(const std::string& path);
+
+// Absolute paths of the plugins loaded so far, in load order.
+std::vector<std::string> loaded_plugins();
+
+// What ${MLA_PLUGIN_DIR} at the start of a plugin path stands for:
+// $MLA_PLUGIN_DIR when set, else the directory "mla/plugins" next to the
+// libmla shared library (<prefix>/lib/mla/plugins when installed; the build
+// tree puts the project's plugins in the same place relative to libmla).
+std::string plugin_dir();
+
+// A plugin path with a leading ${MLA_PLUGIN_DIR} expanded; raises
+// Error(plugin) for any other ${...} in it.
+std::string expand_plugin_path(const std::string& path);
+
 // A queue the selected backend runs on (make_queue on its description): the
 // host queue for REFERENCE and KOKKOS even on a GPU machine, a CUDA queue on
 // device `device_index` for CUDA_FLASH, and so on. When the queue cannot be
@@ -88,5 +121,18 @@ class Selector {
   struct Cache;
   std::shared_ptr<Cache> cache_;
 };
+
+// A backend ready to run and the queue it runs on.
+struct ChosenBackend {
+  Selection selection;  // which backend and why (Selection::why)
+  std::unique_ptr<PrefillBackend> backend;
+  Queue queue;  // make_queue(selection): host for KOKKOS, a GPU for CUDA_FLASH...
+};
+
+// Selects for params' dtype and dims on `platform`, builds the backend with
+// `params` and makes the selection's queue: the three calls a program makes
+// in turn. mla::choose_backend(params) (mla/platform.hpp) is the same on
+// this process's platform with the configuration as it comes.
+ChosenBackend choose_backend(Selector& selector, const BackendParams& params, const DeviceCapability& platform);
 
 }  // namespace mla

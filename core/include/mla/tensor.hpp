@@ -1,14 +1,54 @@
-// A non-owning view of a strided tensor of up to four dimensions.
+// The vocabulary of data: element types, an MLA model's head dimensions and
+// non-owning views of strided tensors of up to four dimensions.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <ostream>
 #include <string>
-
-#include "mla/dtype.hpp"
+#include <string_view>
 
 namespace mla {
+
+enum class DType { float32, float16, bfloat16, float8_e4m3 };
+
+// "float32", "float16", "bfloat16", "float8_e4m3" (the names vLLM prints).
+std::string_view dtype_name(DType dtype);
+
+// Accepts the names above and the short forms fp32, fp16, bf16, fp8, fp8_e4m3,
+// float, half. Unknown names raise Error(invalid_argument) listing the valid ones.
+DType parse_dtype(std::string_view name);
+
+std::size_t dtype_size(DType dtype);
+
+// The value `value` takes after a round trip through `dtype` (identity for float32).
+float round_to_dtype(float value, DType dtype);
+
+// Reads element `index` of a buffer of `dtype` as float.
+float load_as_float(const void* data, DType dtype, std::int64_t index);
+// Writes `value` converted to `dtype` into element `index`.
+void store_from_float(void* data, DType dtype, std::int64_t index, float value);
+
+// Head dimensions of an MLA model's prefill attention.
+struct MlaDims {
+  int qk_nope_head_dim = 128;  // P
+  int qk_rope_head_dim = 64;   // R
+  int v_head_dim = 128;        // V
+
+  // Width of a query or key row: P + R.
+  constexpr int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+
+  friend constexpr bool operator==(const MlaDims&, const MlaDims&) = default;
+};
+
+// "(qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)"
+std::string to_string(const MlaDims& dims);
+std::ostream& operator<<(std::ostream& os, const MlaDims& dims);
+
+// DeepSeek-V2/V3/R1.
+inline constexpr MlaDims deepseek_dims{128, 64, 128};
 
 // Where a pointer's memory lives, in USM terms.
 enum class MemoryKind {
@@ -46,9 +86,5 @@ struct TensorView {
   // "bfloat16[7, 16, 192] strides [3072, 192, 1] on device"
   std::string describe() const;
 };
-
-// Raises Error(invalid_argument) naming `what` unless `view` has the given rank,
-// dtype and shape (a shape entry of -1 matches any size).
-void check_tensor(const TensorView& view, const char* what, DType dtype, std::initializer_list<std::int64_t> shape);
 
 }  // namespace mla

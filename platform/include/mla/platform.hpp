@@ -1,14 +1,17 @@
 // The platform layer: what device this machine has (NVIDIA compute capability,
 // AMD gfx arch, or the host), through the vendor runtime a build carries, or a
-// simulated one from MLA_PLATFORM. The device vocabulary is core's
-// (mla/device.hpp); this layer sits above core and below the backends.
+// simulated one from MLA_PLATFORM, and the backend chosen for it. The device
+// vocabulary is core's (mla/queue.hpp); this layer sits above core and below
+// the backends.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "mla/device.hpp"
+#include "mla/backend.hpp"
+#include "mla/queue.hpp"
+#include "mla/selector.hpp"
 
 namespace mla {
 
@@ -30,5 +33,12 @@ DeviceCapability current_platform();
 // MLA_PLATFORM=<value>", " (no GPU in this build or on this machine)" on the
 // host, or the runtime's device name in quotes.
 std::string describe_platform(const DeviceCapability& platform);
+
+// The short way in, for a program that takes the configuration as it comes:
+// resolve_config() and configure() it (the process's log level, plugins and
+// overrides), then choose_backend(selector, params, current_platform())
+// (mla/selector.hpp). Raises what those raise, e.g.
+// Error(selection) with every reason when no backend is valid here.
+ChosenBackend choose_backend(const BackendParams& params);
 
 }  // namespace mla

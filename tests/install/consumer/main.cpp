@@ -2,6 +2,7 @@
 // REFERENCE, whose output must equal v (a single visible key), then the same
 // through KOKKOS when the package was built with it (which, for a static
 // libmla, checks that its Kokkos dependency reaches the consumer's link).
+#include <mla/backend/registry.hpp>
 #include <mla/mla.hpp>
 
 #include <cmath>

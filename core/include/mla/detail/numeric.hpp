@@ -1,8 +1,8 @@
 // Internal: the numeric rules every implementation shares, in one header that
 // host code (core, REFERENCE, KOKKOS), the GPU kernels (nvcc, hipcc) and the
 // GPU emulator all include: the element codecs, log2(e), and which keys a
-// causal query sees. Not part of the public API; mla/dtype.hpp offers the
-// codecs to callers.
+// causal query sees. Not part of the public API (not installed); callers
+// convert elements with load_as_float / store_from_float (mla/tensor.hpp).
 //
 // The codecs use integer operations and plain fp32 arithmetic (no libm, no
 // vendor intrinsic), so every compiler gives the same bits on host and device,
@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "mla/detail/host_device.hpp"
-#include "mla/dtype.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::numeric {
 

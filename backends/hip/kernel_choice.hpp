@@ -1,0 +1,33 @@
+// HIP_FLASH's kernel chooser (backends/cuda_hip/kernel_choice.hpp) over its
+// tile table, MFMA targets and wave size.
+#pragma once
+
+#include <string>
+
+#include "cuda_hip/kernel_choice.hpp"
+#include "hip/capability.hpp"
+#include "hip/flash_config.hpp"
+
+namespace mla::hip_flash {
+
+// device_gap, and then the wave size: the kernels are written for 64-lane
+// waves, and a wave32 device (RDNA) must never run them, whatever its arch
+// is called.
+inline std::string wave64_device_gap(const DeviceCapability& device) {
+  std::string gap = device_gap(device);
+  if (gap.empty() && device.warp_size != mfma::wave_size) {
+    gap =
+        "needs a wave64 device with MFMA; " + device.describe() + " runs waves of " + std::to_string(device.warp_size);
+  }
+  return gap;
+}
+
+inline gpu::KernelChoice choose_kernel(const gpu::KernelRequest& request) {
+  gpu::TableRow row;
+  if (const FlashTileConfig* tile = find_flash_tile_config(request.dims.qk_head_dim(), request.dims.v_head_dim)) {
+    row = {true, {tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols}, tile->lds_bytes()};
+  }
+  return gpu::choose_from_table(request, row, wave64_device_gap, "LDS");
+}
+
+}  // namespace mla::hip_flash

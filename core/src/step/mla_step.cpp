@@ -1,0 +1,284 @@
+// run_mla_prefill: the step's keys and values gathered and up-projected by
+// the backend on its own queue (PrefillBackend::gather_latents and
+// project_latents), attention and merges through the backend as well.
+#include "mla/mla_step.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/overlap.hpp"
+#include "core/workspace.hpp"
+#include "mla/backend/checks.hpp"
+#include "mla/backend/latents.hpp"
+#include "mla/error.hpp"
+#include "step/mla_step_check.hpp"
+
+namespace mla {
+namespace {
+
+// Events between the phases when the caller wants their times; nothing otherwise.
+class PhaseClock {
+ public:
+  PhaseClock(Queue& queue, MlaStepPhases* phases) : queue_(queue), phases_(phases) {
+    if (phases_ != nullptr) {
+      *phases_ = MlaStepPhases{};
+      last_ = queue_.record();
+    }
+  }
+  // The work enqueued since the previous call was `phase`'s.
+  void done(double MlaStepPhases::*phase) {
+    if (phases_ == nullptr) return;
+    Event now = queue_.record();
+    spans_.push_back({phase, last_, now});
+    last_ = now;
+  }
+  // Waits for the queue and adds the spans up.
+  void finish() {
+    if (phases_ == nullptr) return;
+    queue_.wait();
+    for (const Span& span : spans_) phases_->*span.phase += Event::elapsed_ms(span.start, span.end);
+  }
+
+ private:
+  struct Span {
+    double MlaStepPhases::*phase;
+    Event start, end;
+  };
+  Queue& queue_;
+  MlaStepPhases* phases_;
+  Event last_;
+  std::vector<Span> spans_;
+};
+
+using detail::WorkspaceCursor;
+
+// The first `tokens` rows of a view.
+TensorView rows(TensorView view, std::int64_t tokens) {
+  view.shape[0] = tokens;
+  return view;
+}
+
+struct Partial {
+  TensorView out;  // [Nq, H, V]
+  TensorView lse;  // [H, Nq]
+};
+
+// The step's workspace, in order. Keys and values of the new tokens and of
+// each chunk share rows: on a queue, each chunk's gather runs after the
+// attention that read the previous rows. Over a measuring cursor it gives
+// the plan's workspace_bytes.
+struct StepWorkspace {
+  std::int32_t* cu_seqlens = nullptr;  // the plan's device_cu_seqlens
+  std::int64_t* slots = nullptr;       // the plan's slots
+  TensorView latents, k, v;
+  Partial prefix, first, second;  // with context chunks: a chunk's result and the running one's two buffers
+
+  StepWorkspace(WorkspaceCursor& cursor, const MlaStepPlan& plan) {
+    cu_seqlens = static_cast<std::int32_t*>(cursor.bytes(plan.device_cu_seqlens.size() * sizeof(std::int32_t)));
+    slots = static_cast<std::int64_t*>(cursor.bytes(plan.slots.size() * sizeof(std::int64_t)));
+    std::int64_t rows = std::max<std::int64_t>(plan.num_q_tokens, 1);
+    for (const ContextChunk& chunk : plan.context.chunks) rows = std::max(rows, chunk.num_tokens());
+    const std::int64_t heads = plan.num_heads, nq = plan.num_q_tokens;
+    const MlaDims& d = plan.dims;
+    latents = cursor.view(DType::float32, {rows, plan.kv_lora_rank});
+    k = cursor.view(plan.dtype, {rows, heads, d.qk_head_dim()});
+    v = cursor.view(plan.dtype, {rows, heads, d.v_head_dim});
+    if (plan.context.chunks.empty()) return;
+    for (Partial* partial : {&prefix, &first, &second}) {
+      partial->out = cursor.view(plan.dtype, {nq, heads, d.v_head_dim});
+      partial->lse = cursor.view(DType::float32, {heads, nq});
+    }
+  }
+};
+
+// Gathers `gather` into the workspace's first rows and projects them through kv_b_proj.
+void fill(PrefillBackend& backend, Queue& queue, const StepWorkspace& w, const LatentGather& gather,
+          const TensorView& kv_b_proj, PhaseClock& clock) {
+  const TensorView x = rows(w.latents, gather.tokens), keys = rows(w.k, gather.tokens);
+  backend.gather_latents(queue, gather, x, keys);
+  clock.done(&MlaStepPhases::gather_ms);
+  backend.project_latents(queue, x, kv_b_proj, keys, rows(w.v, gather.tokens));
+  clock.done(&MlaStepPhases::projection_ms);
+}
+
+// The cache slot of every context token of every chunk, chunk after chunk.
+void plan_slots(const MlaStepMetadata& md, MlaStepPlan& plan) {
+  plan.slots.clear();
+  plan.slot_offsets.assign(1, 0);
+  const auto columns = static_cast<std::size_t>(md.max_blocks);
+  for (const ContextChunk& chunk : plan.context.chunks) {
+    for (std::size_t b = 0; b + 1 < chunk.cu_seqlens_k.size(); ++b) {
+      for (std::int32_t i = 0; i < chunk.length(b); ++i) {
+        const std::int64_t position = std::int64_t{chunk.starts[b]} + i;
+        const std::int64_t block = md.block_table[b * columns + static_cast<std::size_t>(position / plan.block_size)];
+        plan.slots.push_back(block * plan.block_size + position % plan.block_size);
+      }
+    }
+    plan.slot_offsets.push_back(static_cast<std::int64_t>(plan.slots.size()));
+  }
+}
+
+void check_plan_params(const BackendParams& params, int block_size) {
+  const auto bad = [](const std::string& message) {
+    raise(ErrorCategory::invalid_argument, "plan_mla_prefill: " + message);
+  };
+  if (params.num_heads < 1) bad("num_heads must be at least 1, got " + std::to_string(params.num_heads));
+  const MlaDims& d = params.dims;
+  if (d.qk_nope_head_dim < 0 || d.qk_rope_head_dim < 0 || d.qk_head_dim() < 1 || d.v_head_dim < 1) {
+    bad("MLA dims must be positive, got " + to_string(d));
+  }
+  if (params.kv_lora_rank < 1) bad("kv_lora_rank must be positive, got " + std::to_string(params.kv_lora_rank));
+  if (params.dtype == DType::float8_e4m3) bad("float8_e4m3 is a cache and output dtype only");
+  if (block_size < 1) bad("block_size must be at least 1, got " + std::to_string(block_size));
+}
+
+}  // namespace
+
+MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata& metadata, int block_size,
+                             const ContextPlan& chunks) {
+  check_plan_params(params, block_size);
+  MlaStepPlan plan;
+  plan.num_heads = params.num_heads;
+  plan.dims = params.dims;
+  plan.dtype = params.dtype;
+  plan.kv_lora_rank = params.kv_lora_rank;
+  plan.block_size = block_size;
+  plan.largest_block = detail::check_step_metadata(metadata, block_size);
+  check_context_plan(chunks, metadata.context_lens);
+  plan.batch_size = static_cast<int>(metadata.context_lens.size());
+  plan.num_q_tokens = metadata.cu_seqlens_q.back();
+  plan.context = chunks;
+
+  PrefillMetadata& attention = plan.attention;
+  attention.cu_seqlens_q = metadata.cu_seqlens_q;
+  attention.cu_seqlens_k = metadata.cu_seqlens_q;
+  attention.max_seqlen_q = attention.max_seqlen_k = max_seqlen(metadata.cu_seqlens_q);
+  attention.causal = true;
+  plan.device_cu_seqlens = metadata.cu_seqlens_q;
+  for (const ContextChunk& chunk : plan.context.chunks) {
+    attention.chunks.push_back({chunk.cu_seqlens_k, chunk.max_seqlen_k});
+    plan.device_cu_seqlens.insert(plan.device_cu_seqlens.end(), chunk.cu_seqlens_k.begin(), chunk.cu_seqlens_k.end());
+  }
+  plan_slots(metadata, plan);
+
+  WorkspaceCursor measure = WorkspaceCursor::measuring();
+  const StepWorkspace pieces(measure, plan);
+  plan.workspace_bytes = measure.used();
+  return plan;
+}
+
+MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata& metadata, int block_size,
+                             std::int64_t workspace_tokens) {
+  check_plan_params(params, block_size);
+  return plan_mla_prefill(params, metadata, block_size,
+                          plan_context_chunks(metadata.context_lens, workspace_tokens, block_size));
+}
+
+namespace {
+
+// The step once its tensors have passed check_mla_step.
+void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
+                 const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
+                 std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
+  if (out_scale && !backend.supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor)) {
+    raise(ErrorCategory::not_supported, backend.name() + " cannot write float8_e4m3 output (out_scale was given)");
+  }
+  // The caller's workspace, or one of this call's on the queue. A queue's
+  // free waits for the device (cudaFree / hipFree synchronise) or runs on the
+  // host queue, where the work is done, so it may die at the end of the call.
+  UsmBuffer own;
+  Workspace memory = workspace;
+  if (memory.data == nullptr && memory.bytes == 0) {
+    own = UsmBuffer::device(queue, plan.workspace_bytes);
+    memory = {own.get(), plan.workspace_bytes};
+  } else {
+    detail::check_workspace("run_mla_prefill", "MlaStepPlan::workspace_bytes", memory.data, memory.bytes,
+                            plan.workspace_bytes);
+  }
+  WorkspaceCursor cursor(memory.data, memory.bytes, "run_mla_prefill");
+  const StepWorkspace w(cursor, plan);
+
+  // The metadata and gather lists go where the queue reads them, so the
+  // backend takes the step from device memory and keeps no buffer of its own
+  // (a host copy reads its source before it returns).
+  queue.memcpy(w.cu_seqlens, plan.device_cu_seqlens.data(), plan.device_cu_seqlens.size() * sizeof(std::int32_t));
+  if (!plan.slots.empty()) queue.memcpy(w.slots, plan.slots.data(), plan.slots.size() * sizeof(std::int64_t));
+  const auto batch_entries = static_cast<std::size_t>(plan.batch_size) + 1;
+  DevicePrefillMetadata step;
+  step.batch_size = plan.batch_size;
+  step.cu_seqlens_q = step.cu_seqlens_k = w.cu_seqlens;
+  step.num_q_tokens = step.num_k_tokens = plan.num_q_tokens;
+  step.max_seqlen_q = plan.attention.max_seqlen_q;
+  step.max_seqlen_k = plan.attention.max_seqlen_k;
+  step.causal = true;
+  step.memory = MemoryKind::device;
+  for (std::size_t c = 0; c < plan.num_chunks(); ++c) {
+    step.chunks.push_back({w.cu_seqlens + (c + 1) * batch_entries, plan.context.chunks[c].num_tokens(),
+                           plan.context.chunks[c].max_seqlen_k});
+  }
+  backend.prepare_device(queue, step);
+
+  PhaseClock clock(queue, phases);
+  LatentGather fresh_rows;
+  fresh_rows.kv_c = inputs.kv_c;
+  fresh_rows.k_pe = inputs.k_pe;
+  fresh_rows.tokens = plan.num_q_tokens;
+  fill(backend, queue, w, fresh_rows, inputs.kv_b_proj, clock);
+  const TensorView k_new = rows(w.k, plan.num_q_tokens);
+  const TensorView v_new = rows(w.v, plan.num_q_tokens);
+  const bool want_lse = !outputs.lse.empty_view();
+  if (plan.context.chunks.empty()) {
+    backend.run_new_tokens(queue, inputs.q, k_new, v_new, scale, want_lse, outputs.out, out_scale,
+                           want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt);
+    clock.done(&MlaStepPhases::attention_ms);
+    clock.finish();
+    return;
+  }
+
+  // The running result moves between two partials; the last merge writes
+  // the caller's out and lse.
+  backend.run_new_tokens(queue, inputs.q, k_new, v_new, scale, true, w.first.out, std::nullopt, w.first.lse);
+  clock.done(&MlaStepPhases::attention_ms);
+  const Partial* running = &w.first;
+  const Partial* spare = &w.second;
+  for (std::size_t c = 0; c < plan.num_chunks(); ++c) {
+    const auto first_slot = static_cast<std::size_t>(plan.slot_offsets[c]);
+    const std::int64_t tokens = plan.slot_offsets[c + 1] - plan.slot_offsets[c];
+    LatentGather cached;
+    cached.cache = inputs.cache;
+    cached.slots = w.slots + first_slot;
+    cached.tokens = tokens;
+    cached.scale = inputs.cache.dtype == DType::float8_e4m3 ? inputs.cache_scale : 1.0f;
+    fill(backend, queue, w, cached, inputs.kv_b_proj, clock);
+    backend.run_context_chunk(queue, static_cast<int>(c), inputs.q, rows(w.k, tokens), rows(w.v, tokens), scale,
+                              w.prefix.out, w.prefix.lse);
+    clock.done(&MlaStepPhases::attention_ms);
+    const bool last = c + 1 == plan.num_chunks();
+    MergeArgs merge;
+    merge.prefix_out = w.prefix.out;
+    merge.prefix_lse = w.prefix.lse;
+    merge.suffix_out = running->out;
+    merge.suffix_lse = running->lse;
+    merge.out = last ? outputs.out : spare->out;
+    merge.out_lse = last ? outputs.lse : spare->lse;
+    if (last) merge.out_scale = out_scale;
+    backend.merge_attn_states(queue, merge);
+    clock.done(&MlaStepPhases::merge_ms);
+    std::swap(running, spare);
+  }
+  clock.finish();
+}
+
+}  // namespace
+
+void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
+                     const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
+                     std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
+  detail::check_mla_step(plan, backend.params(), inputs, outputs, out_scale);
+  detail::check_no_overlap(inputs, outputs, workspace);
+  run_checked(backend, queue, plan, inputs, outputs, workspace, scale, out_scale, phases);
+}
+
+}  // namespace mla
