@@ -40,7 +40,8 @@ find_program(MLA_HIP_DEVICE_CLANGXX NAMES clang++-19
   DOC "clang++ that compiles device code for the MFMA targets the HIP compiler rejects")
 
 # The targets wanted: MFMA targets (backends/hip/mfma_targets.def) among the
-# candidates that the HIP compiler did not build.
+# candidates that the HIP compiler rejected (not those left out by a
+# CMAKE_HIP_ARCHITECTURES given by hand).
 set(mla_mfma_def ${CMAKE_CURRENT_LIST_DIR}/../backends/hip/mfma_targets.def)
 # (backends/hip/CMakeLists.txt makes editing the file re-run the configure step.)
 file(STRINGS ${mla_mfma_def} mla_lines REGEX "^MLA_MFMA_TARGET\\(")
@@ -51,7 +52,7 @@ foreach(line IN LISTS mla_lines)
 endforeach()
 set(mla_wanted "")
 foreach(arch IN LISTS MLA_HIP_CANDIDATE_ARCHITECTURES)
-  if(arch IN_LIST mla_mfma AND NOT arch IN_LIST MLA_HIP_ARCHITECTURES)
+  if(arch IN_LIST mla_mfma AND NOT arch IN_LIST MLA_HIP_PROBE_ACCEPTED)
     list(APPEND mla_wanted ${arch})
   endif()
 endforeach()
@@ -90,7 +91,7 @@ if(NOT MLA_HIP_DEVICE_CODE_KEY STREQUAL mla_key)
     foreach(arch IN LISTS mla_wanted)
       mla_hip_device_bitcode(mla_bitcode ${arch})
       if(NOT mla_bitcode)
-        message(STATUS "HIP device code: no device bitcode for ${arch} in ${MLA_HIP_DEVICE_LIB_PATH}")
+        message(STATUS "HIP device code: ${arch} left out: ${MLA_HIP_DEVICE_LIB_PATH} has no device bitcode for it")
         continue()
       endif()
       execute_process(
