@@ -14,11 +14,11 @@
 #    itself: --rocm-path and --hip-device-lib-path tell it.
 #
 # Then it probes which of MLA_HIP_CANDIDATE_ARCHITECTURES the compiler accepts
-# (clang 15 knows gfx90a and gfx908 but not gfx942) and builds for those,
+# (clang 15 knows gfx90a and gfx908 but not gfx942 or gfx950) and builds for those,
 # unless CMAKE_HIP_ARCHITECTURES was given. MLA_HIP_ARCHITECTURES holds the
 # result for the backend's host-side arch check.
 
-set(MLA_HIP_CANDIDATE_ARCHITECTURES "gfx90a;gfx908;gfx942" CACHE STRING
+set(MLA_HIP_CANDIDATE_ARCHITECTURES "gfx90a;gfx908;gfx942;gfx950" CACHE STRING
     "gfx targets the HIP build tries when CMAKE_HIP_ARCHITECTURES is not set; those the compiler rejects are dropped")
 
 # --- the compiler: the clang that hipcc drives --------------------------------
@@ -170,3 +170,6 @@ foreach(arch IN LISTS CMAKE_HIP_ARCHITECTURES)
   list(APPEND MLA_HIP_ARCHITECTURES ${arch})
 endforeach()
 list(REMOVE_DUPLICATES MLA_HIP_ARCHITECTURES)
+
+# MFMA targets the HIP compiler rejected, compiled by a newer clang for inspection.
+include(MlaHipDeviceCode)

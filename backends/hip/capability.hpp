@@ -3,8 +3,10 @@
 // over the one list of MFMA targets (mfma_targets.def).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mla/queue.hpp"
 
@@ -47,6 +49,65 @@ inline std::string device_gap(const DeviceCapability& device) {
   if (supports_device(device)) return {};
   return "needs an AMD GPU with the MFMA kernel's gfx arch (" + mfma_target_list() + "); the queue's device is " +
          device.describe();
+}
+
+// "gfx90a,gfx908" -> {"gfx90a", "gfx908"}.
+inline std::vector<std::string> split_arch_list(std::string_view list) {
+  std::vector<std::string> archs;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string_view arch = list.substr(0, comma);
+    if (!arch.empty()) archs.emplace_back(arch);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return archs;
+}
+
+// What a HIP build holds, as comma lists (CMake passes them to the entry):
+// the gfx targets in the library's code objects, those whose device code a
+// newer clang compiled beside it for inspection only
+// (cmake/MlaHipDeviceCode.cmake), and the candidates the configure step tried.
+struct BuildTargets {
+  std::string_view compiled;
+  std::string_view inspected;
+  std::string_view candidates;
+};
+
+// Empty when the build has a code object for `arch`; otherwise why not.
+inline std::string code_object_gap(const std::string& arch, const BuildTargets& build) {
+  const auto listed = [&arch](std::string_view list) {
+    for (const std::string& each : split_arch_list(list)) {
+      if (each == arch) return true;
+    }
+    return false;
+  };
+  if (listed(build.compiled)) return {};
+  // Appended piece by piece: g++ 12 at -O3 reports a false -Wrestrict on
+  // chains of "literal" + std::string.
+  std::string reason = "no HIP code object for ";
+  reason += arch;
+  reason += "; this build targets ";
+  std::string built;
+  for (const std::string& each : split_arch_list(build.compiled)) {
+    if (!built.empty()) built += ", ";
+    built += each;
+  }
+  reason += built.empty() ? std::string("no gfx arch") : built;
+  if (listed(build.inspected)) {
+    reason += " (";
+    reason += arch;
+    reason += " device code was compiled by a newer clang for inspection only; the HIP compiler rejects ";
+    reason += arch;
+    reason += ": configure with a ROCm whose HIP compiler accepts it)";
+  } else if (listed(build.candidates)) {
+    reason += " (no compiler of this build accepts ";
+    reason += arch;
+    reason += ": configure with a ROCm whose HIP compiler does)";
+  } else {
+    reason += " (not among MLA_HIP_CANDIDATE_ARCHITECTURES)";
+  }
+  return reason;
 }
 
 }  // namespace mla::hip_flash

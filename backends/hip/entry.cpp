@@ -24,29 +24,11 @@ namespace mla::detail {
 namespace {
 
 #if MLA_WITH_HIP
-// "gfx90a,gfx908" -> {"gfx90a", "gfx908"}.
-std::vector<std::string> compiled_archs() {
-  std::vector<std::string> archs;
-  std::string_view list = MLA_HIP_COMPILED_ARCHS;
-  while (!list.empty()) {
-    const auto comma = list.find(',');
-    const std::string_view arch = list.substr(0, comma);
-    if (!arch.empty()) archs.emplace_back(arch);
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return archs;
-}
-
 Availability device_code_for(const DeviceCapability& capability) {
-  const std::vector<std::string> archs = compiled_archs();
-  for (const std::string& arch : archs) {
-    if (arch == capability.arch) return {};
-  }
-  std::string built;
-  for (const std::string& arch : archs) built += (built.empty() ? "" : ", ") + arch;
-  return {false, "no HIP code object for " + capability.arch + "; this build targets " +
-                     (built.empty() ? std::string("no gfx arch") : built)};
+  const std::string gap = hip_flash::code_object_gap(
+      capability.arch, {MLA_HIP_COMPILED_ARCHS, MLA_HIP_INSPECTED_ARCHS, MLA_HIP_CANDIDATE_ARCHS});
+  if (gap.empty()) return {};
+  return {false, gap};
 }
 #endif
 

@@ -80,6 +80,76 @@ TEST(HipFlashEntry, MfmaMacroNamesExactlyTheListedTargets) {
   }
 }
 
+// The code-object check on simulated builds, in every preset: the Debian hip
+// preset (gfx942 compiled by clang-19 beside the library, for inspection) and
+// a ROCm whose HIP compiler builds gfx942 into it.
+constexpr hip_flash::BuildTargets debian_build{"gfx90a,gfx908", "gfx942", "gfx90a,gfx908,gfx942,gfx950"};
+constexpr hip_flash::BuildTargets rocm_build{"gfx90a,gfx908,gfx942", "", "gfx90a,gfx908,gfx942,gfx950"};
+
+TEST(HipFlashEntry, CodeObjectGapOnSimulatedBuilds) {
+  EXPECT_EQ(hip_flash::code_object_gap("gfx942", rocm_build), "");
+  EXPECT_EQ(hip_flash::code_object_gap("gfx90a", debian_build), "");
+  EXPECT_EQ(hip_flash::code_object_gap("gfx942", debian_build),
+            "no HIP code object for gfx942; this build targets gfx90a, gfx908 (gfx942 device code was compiled by a "
+            "newer clang for inspection only; the HIP compiler rejects gfx942: configure with a ROCm whose HIP "
+            "compiler accepts it)");
+  for (const hip_flash::BuildTargets& build : {debian_build, rocm_build}) {
+    EXPECT_NE(hip_flash::code_object_gap("gfx950", build)
+                  .find("no HIP code object for gfx950; this build targets gfx90a, gfx908"),
+              std::string::npos);
+    EXPECT_NE(hip_flash::code_object_gap("gfx950", build)
+                  .find("(no compiler of this build accepts gfx950: configure with a ROCm whose HIP compiler does)"),
+              std::string::npos);
+  }
+  // A prefix of a listed target is not that target.
+  EXPECT_NE(hip_flash::code_object_gap("gfx94", rocm_build), "");
+  EXPECT_NE(hip_flash::code_object_gap("gfx941", rocm_build).find("(not among MLA_HIP_CANDIDATE_ARCHITECTURES)"),
+            std::string::npos);
+  EXPECT_EQ(
+      hip_flash::code_object_gap("gfx90a", {"", "", ""}),
+      "no HIP code object for gfx90a; this build targets no gfx arch (not among MLA_HIP_CANDIDATE_ARCHITECTURES)");
+}
+
+// What the selector picks with the default priority lists when HIP_FLASH's
+// code-object check is that of `build` (the real entry otherwise).
+Selection select_in(const hip_flash::BuildTargets& build, const std::string& platform) {
+  BackendEntry entry = *builtin_mla_prefill_entry(MlaPrefillBackendKind::HIP_FLASH);
+  entry.description.availability = [] { return Availability{}; };
+  entry.description.device_availability = [build](const DeviceCapability& device) {
+    const std::string gap = hip_flash::code_object_gap(device.arch, build);
+    return gap.empty() ? Availability{} : Availability{false, gap};
+  };
+  MlaPrefillRegistry& registry = mla_prefill_registry();
+  registry.register_backend(MlaPrefillBackendKind::HIP_FLASH, entry, RegisterMode::replace);
+  Selection selection;
+  try {
+    selection = Selector(Config::builtin_defaults()).select({DType::bfloat16, deepseek_dims}, parse_platform(platform));
+  } catch (...) {
+    registry.clear_override(MlaPrefillBackendKind::HIP_FLASH);
+    throw;
+  }
+  registry.clear_override(MlaPrefillBackendKind::HIP_FLASH);
+  return selection;
+}
+
+TEST(HipFlashEntry, Gfx942PicksHipFlashOnlyInABuildWithItsCode) {
+  EXPECT_EQ(select_in(rocm_build, "amd:gfx942").name, "HIP_FLASH");
+  const Selection debian = select_in(debian_build, "amd:gfx942");
+  EXPECT_NE(debian.name, "HIP_FLASH");
+  ASSERT_FALSE(debian.walk.empty());
+  EXPECT_EQ(debian.walk.front().name, "HIP_FLASH");
+  EXPECT_NE(debian.walk.front().availability.reason.find("for inspection only"), std::string::npos)
+      << debian.walk.front().availability.reason;
+  for (const hip_flash::BuildTargets& build : {debian_build, rocm_build}) {
+    const Selection cdna4 = select_in(build, "amd:gfx950:xnack-");
+    EXPECT_NE(cdna4.name, "HIP_FLASH");
+    ASSERT_FALSE(cdna4.walk.empty());
+    EXPECT_NE(cdna4.walk.front().availability.reason.find("no compiler of this build accepts gfx950"),
+              std::string::npos)
+        << cdna4.walk.front().availability.reason;
+  }
+}
+
 TEST(HipFlashEntry, RefusesFloat32AndOtherDims) {
   SelectorConfig config;
   config.dtype = DType::float32;
@@ -136,6 +206,22 @@ TEST(HipFlashEntry, CdnaTargetWithoutCodeObjectIsRefusedWithReason) {
               std::string::npos)
         << reasons[0];
     EXPECT_NE(reasons[0].find("this build targets " + archs.front()), std::string::npos) << reasons[0];
+  }
+}
+
+// This build's own entry: a target compiled only for inspection, or by no
+// compiler at all, is refused with that reason.
+TEST(HipFlashEntry, InspectedOrUnbuiltTargetsSayWhy) {
+  const std::vector<std::string> compiled = compiled_targets();
+  for (const char* arch : {"gfx942", "gfx950"}) {
+    if (std::find(compiled.begin(), compiled.end(), arch) != compiled.end()) continue;
+    const std::vector<std::string> reasons = reasons_on(std::string("amd:") + arch);
+    ASSERT_EQ(reasons.size(), 1u) << arch;
+    const std::vector<std::string> inspected = hip_flash::split_arch_list(MLA_TEST_HIP_INSPECTED_ARCHS);
+    const bool only_inspected = std::find(inspected.begin(), inspected.end(), arch) != inspected.end();
+    EXPECT_NE(reasons[0].find(only_inspected ? "for inspection only" : "no compiler of this build accepts"),
+              std::string::npos)
+        << reasons[0];
   }
 }
 
