@@ -205,6 +205,14 @@ void wgmma_wait(int pending, Site site) {
   Block& block = *current_block;
   Thread& t = *current_thread;
   if (pending < 0) block.fail("wgmma.wait_group at " + where(site) + " with a negative count");
+  if (t.wgmma_committed.size() > static_cast<std::size_t>(pending)) {
+    // The groups are still in flight while the other threads run: what they
+    // do meanwhile (a refill of an operand released too early) meets them so.
+    t.wait = Wait::ready;
+    t.site = site;
+    t.op = "wgmma.wait_group";
+    yield(t);
+  }
   while (t.wgmma_committed.size() > static_cast<std::size_t>(pending)) {
     std::vector<PendingAccumulator> group = std::move(t.wgmma_committed.front());
     t.wgmma_committed.pop_front();
