@@ -17,8 +17,15 @@
 //     overwrite of a chunk another thread read in the same barrier interval,
 //     two copies in flight to one chunk, addresses out of range, and copies
 //     still in flight when the kernel exits;
-//   - global addresses of cp.async outside the ranges the launcher declares.
-// Shared memory is poisoned when each block starts. What it cannot see: plain
+//   - global addresses of cp.async outside the ranges the launcher declares;
+//   - sm_90 (simt/hopper.hpp, hopper_*.cpp): warpgroup collectives, wgmma
+//     with poisoned accumulators and operands held until the retiring
+//     wait_group, mbarrier phases and transaction counts, TMA boxes in flight
+//     until their transaction completes, proxy fences, named barriers, and
+//     deadlocks that include spinning try_waits.
+// Shared memory is poisoned when each block starts; its shared addresses
+// start at the declared alignment (LaunchConfig::dynamic_shared_alignment),
+// never at 0, so a kernel relying on more alignment than it declares fails. What it cannot see: plain
 // C++ loads and stores (the HIP kernel's LDS accesses, global loads and the
 // epilogues' stores); for those, poison plus a second schedule (warps in
 // reverse order) turns a missing barrier into a wrong or NaN result.
@@ -51,6 +58,12 @@ struct MemoryRange {
   std::string what;  // "q", "k", ... for messages
 };
 
+// Size for a kernel's extern __shared__ anchor when the kernel forms pointers
+// into the array (sm_90 kernels: mbarriers, tiles): the most dynamic shared
+// memory a Hopper block may have, so that the host compiler sees the pointer
+// arithmetic in bounds. The bytes are never touched.
+inline constexpr std::size_t shared_anchor_bytes = 227 * 1024;
+
 struct LaunchConfig {
   std::string kernel;  // name for messages
   Dim3 grid;
@@ -60,6 +73,14 @@ struct LaunchConfig {
   // The kernel's extern __shared__ array as the host compiler sees it: an
   // anchor object whose address stands for shared address 0.
   const void* dynamic_shared_symbol = nullptr;
+  // The alignment the kernel declares for that array (__align__ on the
+  // extern __shared__ declaration). The emulator places the array at exactly
+  // this alignment, no more (shared address = the alignment itself).
+  std::size_t dynamic_shared_alignment = 16;
+  // Registers per thread at entry (the cap __launch_bounds__ or -maxrregcount
+  // gives); 0: 64K / threads, rounded down to a multiple of 8. setmaxnreg checks
+  // its requests against it.
+  int registers_per_thread = 0;
   // Static __shared__ storage (HIP kernels): poisoned at every block start.
   void* static_shared = nullptr;
   std::size_t static_shared_bytes = 0;
@@ -105,7 +126,7 @@ int warp_size();
 void sync_threads(Site site);
 
 // Dynamic shared memory: the 32-bit shared address of `ptr`, which must be the
-// kernel's extern __shared__ array (its offset 0).
+// kernel's extern __shared__ array (its first byte).
 std::uint32_t shared_address(const void* ptr, Site site);
 
 // 16 bytes global -> shared, deferred until the wait that retires its group;
