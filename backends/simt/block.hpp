@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,14 @@ inline constexpr unsigned char poison_byte = 0xff;
 // Largest per-lane operand of a collective (an MFMA: 64 accumulator bytes + 16 operand bytes).
 inline constexpr std::size_t max_collective_bytes = 96;
 
-enum class Wait { ready, barrier, warp, done };
+// ready: runnable; barrier: __syncthreads; warp / warpgroup: a collective;
+// named: bar.sync; mbarrier: a blocking parity wait; spin: a try_wait that
+// answered "not yet" and yielded; done: exited.
+enum class Wait { ready, barrier, warp, warpgroup, named, mbarrier, spin, done };
+
+// The poison a wgmma leaves in its accumulators until the wait that retires
+// it: all ones, a NaN that rounds to the bf16 pattern 0xffff.
+inline constexpr std::uint32_t accumulator_poison = 0xffffffffu;
 
 struct PendingCopy {
   std::uint32_t chunk = 0;
@@ -35,6 +43,31 @@ struct ShadowChunk {
   int reader = -1;  // first reader in read_epoch
   std::uint64_t read_epoch = ~0ull;
   bool many_readers = false;
+  // sm_90: a TMA load in flight to the chunk (issuer, its mbarrier), or the
+  // phase of `landed_bar` whose transaction completed it.
+  int tma_thread = -1;
+  std::uint32_t tma_bar = 0;
+  bool landed = false;
+  std::uint32_t landed_bar = 0;
+  std::int64_t landed_phase = 0;
+  std::uint64_t landed_serial = 0;
+  int landed_swizzle = -1;  // the tensor map's swizzle mode
+  // A generic-proxy write (stmatrix) not yet followed by the writer's fence.proxy.async.
+  int unfenced_writer = -1;
+  Site unfenced_site;
+  // An async-proxy reader that has not retired: a wgmma of warpgroup
+  // `wgmma_warpgroup` in its group `wgmma_group`, a TMA store of `store_thread`.
+  int wgmma_warpgroup = -1;
+  std::uint64_t wgmma_group = 0;
+  int store_thread = -1;
+  std::uint64_t store_group = 0;
+  bool mbarrier = false;  // holds an mbarrier object
+};
+
+// An accumulator array of an issued wgmma and the value it will hold once retired.
+struct PendingAccumulator {
+  float* d = nullptr;
+  std::vector<float> value;
 };
 
 struct Thread {
@@ -51,6 +84,51 @@ struct Thread {
   alignas(16) unsigned char out[max_collective_bytes];
   std::vector<PendingCopy> open;                   // issued, not yet committed
   std::deque<std::vector<PendingCopy>> committed;  // oldest group first
+  // sm_90 state.
+  void* arg = nullptr;  // this thread's operand of a warpgroup collective
+  std::uint32_t wait_bar = 0;
+  unsigned wait_parity = 0;
+  bool spin_result = false;
+  std::uint64_t spin_activity = 0;
+  std::map<std::uint32_t, std::int64_t> observed;  // mbarrier -> last completed phase seen
+  std::uint64_t sync_serial = 0;                   // block serial of the last barrier that released it
+  bool wgmma_fenced = false;
+  std::vector<PendingAccumulator> wgmma_open;
+  std::deque<std::vector<PendingAccumulator>> wgmma_committed;
+  std::uint64_t wgmma_groups = 0;         // committed so far
+  std::vector<std::uint32_t> store_open;  // chunk addresses a TMA store reads
+  std::deque<std::vector<std::uint32_t>> store_committed;
+  std::uint64_t store_groups = 0;
+  std::vector<std::uint32_t> unfenced;  // chunks written by generic stores since its last fence.proxy.async
+};
+
+// A cp.async.bulk.tensor load between issue and landing: the box as it will
+// lie in shared memory (swizzled), starting at `dst`.
+struct TmaTransfer {
+  std::uint32_t dst = 0;
+  std::vector<unsigned char> bytes;
+  int swizzle = 0;
+  int thread = 0;
+  Site site;
+};
+
+struct Mbarrier {
+  unsigned count = 0;
+  long pending = 0;        // arrivals the current phase still needs
+  std::int64_t tx = 0;     // transaction bytes the current phase still needs
+  std::int64_t phase = 0;  // completed phases
+  int init_thread = 0;
+  std::uint64_t init_serial = 0;
+  bool fenced = false;  // fence.mbarrier_init (or fence.proxy.async) after init
+  Site init_site;
+  std::vector<TmaTransfer> queued;
+};
+
+struct NamedBarrier {
+  unsigned count = 0;
+  unsigned arrived = 0;
+  int first_thread = -1;
+  Site site;
 };
 
 struct WarpCollective {
@@ -63,7 +141,8 @@ struct WarpCollective {
 
 struct Block;
 // Runs once every lane of the warp starting at thread `first` has arrived:
-// reads each lane's `in`, writes each lane's `out`.
+// reads each lane's `in`, writes each lane's `out`. For a warpgroup
+// collective, `first` is its first thread and each thread's `arg` its operand.
 using CollectiveFn = void (*)(Block& block, int first);
 
 struct Block {
@@ -76,6 +155,20 @@ struct Block {
   std::uint64_t epoch = 0;
   std::exception_ptr error;
   Statistics stats;
+  // sm_90 state.
+  std::uint32_t shared_base = 0;  // shared address of the dynamic array's first byte
+  std::vector<WarpCollective> warpgroups;
+  std::vector<std::uint64_t> warpgroup_retired;  // wgmma groups each warpgroup retired
+  std::vector<int> warpgroup_registers;          // after setmaxnreg; 0: as launched
+  std::map<std::uint32_t, Mbarrier> mbarriers;
+  NamedBarrier named[16];
+  std::uint64_t activity = 0;  // side effects so far: a spin that sees none is stuck
+  std::uint64_t serial = 0;    // orders landings against barrier releases
+
+  unsigned char* bytes(std::uint32_t address) { return shared.data() + (address - shared_base); }
+  ShadowChunk& shadow_of(std::uint32_t address) { return shadow[(address - shared_base) / chunk_bytes]; }
+  // Releases every thread waiting on a completed mbarrier phase.
+  void wake_mbarrier_waiters(std::uint32_t bar);
 
   // Raise Error(device) naming the kernel, block and current thread.
   [[noreturn]] void fail(const std::string& what) const;
@@ -90,6 +183,20 @@ extern thread_local Block* current_block;
 extern thread_local Thread* current_thread;
 
 void yield(Thread& thread);
+std::string where(const Site& site);
+
+// A warpgroup-wide operation (128 threads, 4 warps from a multiple of 4):
+// `arg` is this thread's operand, read by `compute` once all have arrived.
+void warpgroup_collective(const char* op, Site site, void* arg, CollectiveFn compute);
+
+// The sm_90 engines when every thread waits: lands queued TMA loads and wakes
+// spinning try_waits if anything happened since they parked. True when
+// something changed (hopper_sync.cpp).
+bool run_async_engines(Block& block);
+// A deadlock's description of what `thread` waits for (hopper_sync.cpp).
+std::string describe_wait(const Block& block, const Thread& thread);
+// Kernel-exit checks of the sm_90 state (hopper_sync.cpp).
+void check_exit_state(Block& block);
 
 // A warp-wide operation: `in` is this lane's operand, `out` receives its result.
 void collective(const char* op, Site site, const void* in, std::size_t in_bytes, void* out, std::size_t out_bytes,

@@ -19,6 +19,7 @@
 #define __shared__
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
 
 #define threadIdx (::mla::simt::thread_index())
 #define blockIdx (::mla::simt::block_index())

@@ -12,7 +12,7 @@
 
 namespace mla::cuda_flash {
 // The kernel's `extern __shared__` array: under emulation an anchor whose
-// address stands for shared address 0 of the running block.
+// address stands for the first byte of the running block's dynamic shared memory.
 alignas(128) unsigned char shared[16];
 }  // namespace mla::cuda_flash
 
@@ -34,6 +34,7 @@ void run(const FlashParams& params) {
   config.warp_size = cuda_flash::warp_threads;
   config.dynamic_shared_bytes = cfg.shared_bytes();
   config.dynamic_shared_symbol = cuda_flash::shared;
+  config.dynamic_shared_alignment = 128;  // the kernel's __align__(128)
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
   launch(config, [&params] { cuda_flash::flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>(params); });
 }

@@ -23,6 +23,7 @@ namespace {
 // builds grow frames several times over.
 constexpr std::size_t stack_bytes = 256 * 1024;
 constexpr unsigned max_block_threads = 1024;
+constexpr std::size_t max_shared_alignment = 4096;
 
 std::mutex statistics_mutex;
 Statistics total_statistics;
@@ -56,14 +57,43 @@ char* stack_pool(unsigned threads) {
   return pool.get();
 }
 
-std::string where(const Site& site) { return std::string(site.file) + ":" + std::to_string(site.line); }
+std::string to_hex(std::uint32_t value) {
+  std::ostringstream os;
+  os << std::hex << value;
+  return os.str();
+}
 
 bool same_site(const Site& a, const Site& b) { return a.line == b.line && std::strcmp(a.file, b.file) == 0; }
 
-// Every live thread waits; release the barrier or explain the stall.
+// A deadlock: no thread can run and nothing will release one. Names up to
+// four distinct waits.
+[[noreturn]] void fail_deadlock(Block& block) {
+  std::ostringstream os;
+  os << "deadlock: no thread can make progress";
+  int named = 0;
+  std::vector<std::string> seen;
+  for (const Thread& t : block.threads) {
+    if (t.wait == Wait::done) continue;
+    std::string what = describe_wait(block, t);
+    if (std::find(seen.begin(), seen.end(), what) != seen.end()) continue;
+    seen.push_back(what);
+    if (named++ == 4) {
+      os << "; ...";
+      break;
+    }
+    os << "; thread " << t.linear << " " << what;
+  }
+  current_thread = nullptr;
+  block.fail(os.str());
+}
+
+// Every live thread waits; run the async engines, release the barrier or
+// explain the stall.
 void resolve_stall(Block& block) {
+  if (run_async_engines(block)) return;
   const Thread* at_barrier = nullptr;
   const Thread* exited = nullptr;
+  bool all_at_barrier = true;
   for (const Thread& t : block.threads) {
     if (t.wait == Wait::done) {
       if (exited == nullptr) exited = &t;
@@ -75,12 +105,14 @@ void resolve_stall(Block& block) {
       os << "warp " << t.warp << " deadlocks: lane " << t.lane << " waits at " << t.op << " (" << where(t.site) << ")";
       for (const Thread& other : block.threads) {
         if (other.warp != t.warp || other.wait == Wait::warp) continue;
-        os << ", lane " << other.lane
-           << (other.wait == Wait::done ? std::string(" has exited")
-                                        : " waits at __syncthreads (" + where(other.site) + ")");
+        os << ", lane " << other.lane << ' ' << describe_wait(block, other);
         break;
       }
       block.fail(os.str());
+    }
+    if (t.wait != Wait::barrier) {
+      all_at_barrier = false;
+      continue;
     }
     if (at_barrier == nullptr) {
       at_barrier = &t;
@@ -89,6 +121,7 @@ void resolve_stall(Block& block) {
                  where(at_barrier->site) + ", thread " + std::to_string(t.linear) + " at " + where(t.site));
     }
   }
+  if (!all_at_barrier) fail_deadlock(block);
   if (at_barrier == nullptr) return;
   if (exited != nullptr) {
     block.fail("thread " + std::to_string(exited->linear) + " exited while thread " +
@@ -96,7 +129,12 @@ void resolve_stall(Block& block) {
   }
   block.stats.barrier_checks += block.threads.size();
   ++block.epoch;
-  for (Thread& t : block.threads) t.wait = Wait::ready;
+  ++block.serial;
+  ++block.activity;
+  for (Thread& t : block.threads) {
+    t.wait = Wait::ready;
+    t.sync_serial = block.serial;
+  }
 }
 
 void run_block(Block& block, const std::function<void()>& kernel, char* stacks) {
@@ -142,6 +180,7 @@ void run_block(Block& block, const std::function<void()>& kernel, char* stacks) 
       }
     }
   }
+  check_exit_state(block);
   for (const Thread& t : block.threads) {
     const PendingCopy* copy = !t.open.empty() ? &t.open.front() : nullptr;
     for (const auto& group : t.committed) {
@@ -159,6 +198,8 @@ void run_block(Block& block, const std::function<void()>& kernel, char* stacks) 
 
 thread_local Block* current_block = nullptr;
 thread_local Thread* current_thread = nullptr;
+
+std::string where(const Site& site) { return std::string(site.file) + ":" + std::to_string(site.line); }
 
 void Block::fail(const std::string& what) const {
   std::ostringstream os;
@@ -209,10 +250,21 @@ void launch(const LaunchConfig& config, const std::function<void()>& kernel) {
   if (current_block != nullptr) {
     raise(ErrorCategory::internal, "GPU emulator: " + config.kernel + " launched from inside a kernel");
   }
+  const std::size_t alignment = config.dynamic_shared_alignment;
+  if (alignment < chunk_bytes || alignment > max_shared_alignment || (alignment & (alignment - 1)) != 0) {
+    raise(ErrorCategory::invalid_argument,
+          "GPU emulator: " + config.kernel + " declares a dynamic shared alignment of " + std::to_string(alignment) +
+              " bytes (a power of two, 16.." + std::to_string(max_shared_alignment) + ")");
+  }
   char* stacks = stack_pool(static_cast<unsigned>(threads));
   Block block;
   block.config = &config;
+  // Exactly the declared alignment, never more: the array starts at an odd
+  // multiple of it, so a kernel that needs more (a 1024-byte swizzle repeat
+  // from a 128-byte declaration) meets a misaligned tile.
+  block.shared_base = static_cast<std::uint32_t>(alignment);
   block.shared.resize(config.dynamic_shared_bytes);
+  block.warpgroups.resize((threads + 127) / 128);
   block.shadow.resize((config.dynamic_shared_bytes + chunk_bytes - 1) / chunk_bytes);
   block.threads.resize(threads);
   block.warps.resize((threads + config.warp_size - 1) / config.warp_size);
@@ -235,6 +287,13 @@ void launch(const LaunchConfig& config, const std::function<void()>& kernel) {
         std::fill(block.shadow.begin(), block.shadow.end(), ShadowChunk{});
         if (config.static_shared != nullptr) std::memset(config.static_shared, poison_byte, config.static_shared_bytes);
         for (auto& w : block.warps) w = WarpCollective{};
+        for (auto& w : block.warpgroups) w = WarpCollective{};
+        block.warpgroup_retired.assign(block.warpgroups.size(), 0);
+        block.warpgroup_registers.assign(block.warpgroups.size(), 0);
+        block.mbarriers.clear();
+        for (auto& b : block.named) b = NamedBarrier{};
+        block.activity = 0;
+        block.serial = 0;
         unsigned linear = 0;
         for (unsigned tz = 0; tz < config.block.z; ++tz) {
           for (unsigned ty = 0; ty < config.block.y; ++ty) {
@@ -328,6 +387,51 @@ void collective(const char* op, Site site, const void* in, std::size_t in_bytes,
   std::memcpy(out, t.out, out_bytes);
 }
 
+void warpgroup_collective(const char* op, Site site, void* arg, CollectiveFn compute) {
+  Block& block = *current_block;
+  Thread& t = *current_thread;
+  const int group = t.linear / 128;
+  const int first = group * 128;
+  if (block.config->warp_size != 32) block.fail(std::string(op) + ": warpgroups exist only with 32-lane warps");
+  if (first + 128 > static_cast<int>(block.threads.size())) {
+    block.fail(std::string(op) + " at " + where(site) + " in a partial warpgroup (the block has " +
+               std::to_string(block.threads.size()) + " threads, not a multiple of 128)");
+  }
+  WarpCollective& w = block.warpgroups[static_cast<std::size_t>(group)];
+  for (int i = 0; i < 128; ++i) {
+    const Thread& other = block.threads[static_cast<std::size_t>(first + i)];
+    if (other.wait == Wait::done) {
+      block.fail(std::string(op) + " at " + where(site) + ": thread " + std::to_string(first + i) + " of warpgroup " +
+                 std::to_string(group) + " has exited; all 128 threads must take part");
+    }
+  }
+  if (!w.active) {
+    w.active = true;
+    w.op = op;
+    w.site = site;
+    w.first_lane = t.linear;
+    w.arrived = 0;
+  } else if (std::strcmp(w.op, op) != 0 || !same_site(w.site, site)) {
+    block.fail("warpgroup " + std::to_string(group) + " diverges: thread " + std::to_string(t.linear) + " at " + op +
+               " (" + where(site) + ") while thread " + std::to_string(w.first_lane) + " waits at " + w.op + " (" +
+               where(w.site) + ")");
+  }
+  t.arg = arg;
+  ++block.stats.collective_checks;
+  ++block.activity;
+  t.wait = Wait::warpgroup;
+  t.site = site;
+  t.op = op;
+  if (++w.arrived == 128) {
+    w.active = false;
+    compute(block, first);
+    for (int i = 0; i < 128; ++i) block.threads[static_cast<std::size_t>(first + i)].wait = Wait::ready;
+  } else {
+    yield(t);
+  }
+  t.arg = nullptr;
+}
+
 // ---- Shared memory and cp.async ----
 
 std::uint32_t shared_address(const void* ptr, Site site) {
@@ -338,18 +442,19 @@ std::uint32_t shared_address(const void* ptr, Site site) {
     block.fail("shared_address at " + where(site) +
                " of a pointer that is not the kernel's extern __shared__ array (or the launch declared none)");
   }
-  return 0;
+  return block.shared_base;
 }
 
 ShadowChunk& Block::chunk_for(std::uint32_t address, const char* access, const Site& site) {
   ++stats.shared_checks;
   if (address % chunk_bytes != 0)
     fail_at(address, std::string(access) + " at " + where(site) + " is not 16-byte aligned");
-  if (static_cast<std::size_t>(address) + chunk_bytes > shared.size()) {
+  if (address < shared_base || static_cast<std::size_t>(address - shared_base) + chunk_bytes > shared.size()) {
     fail_at(address, std::string(access) + " at " + where(site) + " is outside the block's " +
-                         std::to_string(shared.size()) + " bytes of dynamic shared memory");
+                         std::to_string(shared.size()) + " bytes of dynamic shared memory (shared addresses 0x" +
+                         to_hex(shared_base) + " on)");
   }
-  return shadow[address / chunk_bytes];
+  return shadow_of(address);
 }
 
 void Block::check_read(int thread, std::uint32_t address, const char* access, const Site& site) {
@@ -392,7 +497,7 @@ void cp_async_16(std::uint32_t dst, const void* src, bool fill, Site site) {
                            " wrote with no __syncthreads in between");
   }
   PendingCopy copy;
-  copy.chunk = dst / chunk_bytes;
+  copy.chunk = dst / chunk_bytes;  // a shared address / 16, base included
   if (fill) {
     const auto address = reinterpret_cast<std::uintptr_t>(src);
     const auto& ranges = block.config->global_reads;
@@ -416,7 +521,7 @@ void cp_async_16(std::uint32_t dst, const void* src, bool fill, Site site) {
     std::memset(copy.data, 0, chunk_bytes);
   }
   // Until the wait lands it, the destination reads as poison.
-  std::memset(block.shared.data() + dst, poison_byte, chunk_bytes);
+  std::memset(block.bytes(dst), poison_byte, chunk_bytes);
   c.copy_thread = t.linear;
   t.open.push_back(copy);
 }
@@ -433,8 +538,8 @@ void cp_async_wait(int pending, Site site) {
   if (pending < 0) block.fail("cp.async.wait_group at " + where(site) + " with a negative count");
   while (t.committed.size() > static_cast<std::size_t>(pending)) {
     for (const PendingCopy& copy : t.committed.front()) {
-      std::memcpy(block.shared.data() + copy.chunk * chunk_bytes, copy.data, chunk_bytes);
-      ShadowChunk& c = block.shadow[copy.chunk];
+      std::memcpy(block.bytes(copy.chunk * chunk_bytes), copy.data, chunk_bytes);
+      ShadowChunk& c = block.shadow_of(copy.chunk * chunk_bytes);
       c.copy_thread = -1;
       c.writer = t.linear;
       c.write_epoch = block.epoch;

@@ -51,6 +51,12 @@ struct MemoryRange {
   std::string what;  // "q", "k", ... for messages
 };
 
+// Size for a kernel's extern __shared__ anchor when the kernel forms pointers
+// into the array (sm_90 kernels: mbarriers, tiles): the most dynamic shared
+// memory a Hopper block may have, so that the host compiler sees the pointer
+// arithmetic in bounds. The bytes are never touched.
+inline constexpr std::size_t shared_anchor_bytes = 227 * 1024;
+
 struct LaunchConfig {
   std::string kernel;  // name for messages
   Dim3 grid;
@@ -60,6 +66,14 @@ struct LaunchConfig {
   // The kernel's extern __shared__ array as the host compiler sees it: an
   // anchor object whose address stands for shared address 0.
   const void* dynamic_shared_symbol = nullptr;
+  // The alignment the kernel declares for that array (__align__ on the
+  // extern __shared__ declaration). The emulator places the array at exactly
+  // this alignment, no more (shared address = the alignment itself).
+  std::size_t dynamic_shared_alignment = 16;
+  // Registers per thread at entry (the cap __launch_bounds__ or -maxrregcount
+  // gives); 0: 64K / threads, rounded down to a multiple of 8. setmaxnreg checks
+  // its requests against it.
+  int registers_per_thread = 0;
   // Static __shared__ storage (HIP kernels): poisoned at every block start.
   void* static_shared = nullptr;
   std::size_t static_shared_bytes = 0;

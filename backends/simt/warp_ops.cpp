@@ -61,7 +61,7 @@ void ldmatrix_compute(Block& block, int first) {
       current_thread = &reader;
       block.check_read(first + lane, in.address, "ldmatrix row", reader.site);
       current_thread = computing;
-      std::memcpy(m[matrix][row], block.shared.data() + in.address, chunk_bytes);
+      std::memcpy(m[matrix][row], block.bytes(in.address), chunk_bytes);
     }
   }
   for (int lane = 0; lane < 32; ++lane) {

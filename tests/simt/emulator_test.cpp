@@ -126,7 +126,8 @@ TEST_P(Schedules, ReadingBeforeTheWaitIsReported) {
 TEST(Emulator, CopiesInFlightAtExitAreReported) {
   const std::vector<std::uint16_t> global = rows_of_indices();
   const std::string message = failure_of(one_block(32), [&] {
-    sm80::cp_async_16(static_cast<std::uint32_t>(threadIdx.x * 16), global.data(), true);
+    sm80::cp_async_16(sm80::shared_address(shared_anchor) + static_cast<std::uint32_t>(threadIdx.x * 16), global.data(),
+                      true);
     sm80::cp_async_commit();
   });
   EXPECT_FAILS_WITH(message, "still in flight");
@@ -135,7 +136,7 @@ TEST(Emulator, CopiesInFlightAtExitAreReported) {
 TEST(Emulator, TwoCopiesInFlightToOneChunkAreReported) {
   const std::vector<std::uint16_t> global = rows_of_indices();
   const std::string message = failure_of(one_block(32), [&] {
-    sm80::cp_async_16(0, global.data(), true);
+    sm80::cp_async_16(sm80::shared_address(shared_anchor), global.data(), true);
     sm80::cp_async_commit();
     __syncthreads();  // every thread's copy is issued before any wait
     sm80::cp_async_wait<0>();
@@ -147,14 +148,16 @@ TEST(Emulator, OverwritingAChunkOthersReadInTheSameIntervalIsReported) {
   const std::vector<std::uint16_t> global = rows_of_indices();
   const std::string message = failure_of(one_block(32), [&] {
     const int lane = static_cast<int>(threadIdx.x);
-    sm80::cp_async_16(static_cast<std::uint32_t>(lane * 16), global.data() + lane * 8, true);
+    sm80::cp_async_16(sm80::shared_address(shared_anchor) + static_cast<std::uint32_t>(lane * 16),
+                      global.data() + lane * 8, true);
     sm80::cp_async_commit();
     sm80::cp_async_wait<0>();
     __syncthreads();
     std::uint32_t r[4];
-    sm80::ldmatrix_x4(r, static_cast<std::uint32_t>(lane * 16));
+    sm80::ldmatrix_x4(r, sm80::shared_address(shared_anchor) + static_cast<std::uint32_t>(lane * 16));
     // Refill the next row without a barrier: lane l + 1 read it just now.
-    sm80::cp_async_16(static_cast<std::uint32_t>(((lane + 1) % 32) * 16), global.data(), true);
+    sm80::cp_async_16(sm80::shared_address(shared_anchor) + static_cast<std::uint32_t>(((lane + 1) % 32) * 16),
+                      global.data(), true);
     sm80::cp_async_commit();
     sm80::cp_async_wait<0>();
   });
@@ -164,7 +167,8 @@ TEST(Emulator, OverwritingAChunkOthersReadInTheSameIntervalIsReported) {
 TEST(Emulator, SharedAndGlobalAddressesOutOfRangeAreReported) {
   const std::vector<std::uint16_t> global = rows_of_indices();
   const std::string shared = failure_of(one_block(32, 256), [&] {
-    sm80::cp_async_16(static_cast<std::uint32_t>(256 + threadIdx.x * 16), global.data(), false);
+    sm80::cp_async_16(sm80::shared_address(shared_anchor) + static_cast<std::uint32_t>(256 + threadIdx.x * 16),
+                      global.data(), false);
     sm80::cp_async_commit();
     sm80::cp_async_wait<0>();
   });
@@ -174,7 +178,8 @@ TEST(Emulator, SharedAndGlobalAddressesOutOfRangeAreReported) {
   config.global_reads = {MemoryRange{global.data(), 31 * 16, "rows"}};  // the last row is not an input
   const std::string outside = failure_of(config, [&] {
     const int lane = static_cast<int>(threadIdx.x);
-    sm80::cp_async_16(static_cast<std::uint32_t>(lane * 16), global.data() + lane * 8, true);
+    sm80::cp_async_16(sm80::shared_address(shared_anchor) + static_cast<std::uint32_t>(lane * 16),
+                      global.data() + lane * 8, true);
     sm80::cp_async_commit();
     sm80::cp_async_wait<0>();
   });

@@ -1,0 +1,14 @@
+// Stands in for the CuTe cross-check when the build found no CUTLASS headers
+// (ci/setup-cutlass fetches them): a skip with the reason, or a failure under
+// MLA_REQUIRE_EMULATOR=1 (ci/test), so CI cannot pass without the check.
+#include <gtest/gtest.h>
+
+#include "emulator_required.hpp"
+
+TEST(CuteCrossCheck, NeedsCutlassHeaders) {
+  const char* reason =
+      "no CUTLASS/CuTe headers: the cross-check of the emulator's sm_90 layouts against CuTe did not run "
+      "(ci/setup-cutlass fetches them; or configure with -DMLA_CUTLASS_INCLUDE_DIR=...)";
+  if (mla::emulator_required()) FAIL() << reason << "; MLA_REQUIRE_EMULATOR=1 makes this a failure";
+  GTEST_SKIP() << reason;
+}
