@@ -28,9 +28,9 @@ inline constexpr int panel_elements = 64;  // 128 bytes of a 16-bit type
 inline constexpr int panel_row_bytes = 128;
 inline constexpr int swizzle_atom_bytes = 1024;  // 8 rows of 128 bytes
 // setmaxnreg: the producer gives registers back, the consumers take them
-// (128 x 40 + 256 x 232 = 64512 of the SM's 65536).
-inline constexpr int producer_registers = 40;
-inline constexpr int consumer_registers = 232;
+// (128 x 24 + 256 x 240 = 64512 of the SM's 65536).
+inline constexpr int producer_registers = 24;
+inline constexpr int consumer_registers = 240;
 // sm_90's opt-in shared memory per block (227 KiB).
 inline constexpr std::size_t max_shared_bytes = 227 * 1024;
 // Accumulator and operand registers a consumer thread may hold (O, S and one

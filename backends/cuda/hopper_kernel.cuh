@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/hopper_config.hpp"
 #include "cuda/hopper_kernel_params.hpp"
@@ -128,24 +129,29 @@ __device__ inline void qk_gemm(float (&s)[BlockCols / 2], const unsigned char* q
   sm90::wgmma_commit_group();
 }
 
-// O += P V: P (64 x block_cols) from registers, one k-step of 16 keys per
-// wgmma; V is [key][dv] in panels of 64 dv columns, which makes B (keys x dv)
-// MN-major: 8-key groups 1024 bytes apart (stride byte offset), 64-column
-// panels a panel apart (leading byte offset).
-template <class T, int HeadDimV, int BlockCols>
-__device__ inline void pv_gemm(float (&o)[HeadDimV / 2], const float (&s)[BlockCols / 2], const unsigned char* v_tile) {
-  constexpr unsigned v_panel = static_cast<unsigned>(BlockCols) * panel_row_bytes;
+// P as the A fragments of O += P V: the m64k16 A fragment of keys
+// 16kk..16kk+15 is the D fragment of S's 8-key blocks 2kk and 2kk+1 (rows g
+// and g+8, keys 2(lane%4) + {0, 1} and + 8), rounded to T.
+template <class T, int BlockCols>
+__device__ inline void pack_p(std::uint32_t (&p_frag)[BlockCols / 16][4], const float (&s)[BlockCols / 2]) {
   const cuda_flash::sm80::Pack2<T> pack{};
-  // Every P fragment is packed before the fence: a register written between
-  // two wgmmas would make ptxas serialize them (an injected warpgroup.arrive).
-  // The m64k16 A fragment of keys 16kk..16kk+15 is the D fragment of S's
-  // 8-key blocks 2kk and 2kk+1: rows g and g+8, keys 2(lane%4) + {0, 1} (+8).
-  std::uint32_t p_frag[BlockCols / 16][4];
 #pragma unroll
   for (int kk = 0; kk < BlockCols / 16; ++kk) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) p_frag[kk][i] = pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
   }
+}
+
+// O += P V: one k-step of 16 keys per wgmma, P from registers. V is
+// [key][dv] in panels of 64 dv columns, which makes B (keys x dv) MN-major:
+// 8-key groups 1024 bytes apart (stride byte offset), 64-column panels a
+// panel apart (leading byte offset). The fragments are packed before the
+// fence: a register written between two wgmmas would make ptxas serialize
+// them (an injected warpgroup.arrive).
+template <class T, int HeadDimV, int BlockCols>
+__device__ inline void pv_gemm(float (&o)[HeadDimV / 2], const std::uint32_t (&p_frag)[BlockCols / 16][4],
+                               const unsigned char* v_tile) {
+  constexpr unsigned v_panel = static_cast<unsigned>(BlockCols) * panel_row_bytes;
   sm90::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < BlockCols / 16; ++kk) {
@@ -154,6 +160,56 @@ __device__ inline void pv_gemm(float (&o)[HeadDimV / 2], const float (&s)[BlockC
     sm90::wgmma_rs<T, HeadDimV, true>(o, p_frag[kk], b, 1);
   }
   sm90::wgmma_commit_group();
+}
+
+// One key tile's online softmax on S (in place: S becomes P), for this
+// thread's rows g and g+8. Scores go to the log2 domain; a masked tile (the
+// causal diagonal, the sequence's last keys) also drops keys past each row's
+// end, and only masked tiles carry that code. Returns through `rescale` the
+// factor O must be multiplied by before this tile's P V adds to it.
+template <bool Masked, int BlockCols>
+__device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max)[2], float (&row_sum)[2],
+                                      float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
+                                      int quad_col) {
+#pragma unroll
+  for (int j = 0; j < BlockCols / 2; ++j) s[j] *= scale_log2;
+  if constexpr (Masked) {
+#pragma unroll
+    for (int j = 0; j < BlockCols / 2; ++j) {
+      const int key = kt * BlockCols + (j / 4) * 8 + quad_col + (j % 2);
+      if (key >= key_end[(j / 2) % 2]) s[j] = -INFINITY;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < BlockCols / 8; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
+    const float new_max = fmaxf(row_max[r], quad_max(tile_max));
+    const float base = gpu::exp2_base(new_max);
+    rescale[r] = gpu::rescale_factor(row_max[r], base);
+    row_max[r] = new_max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < BlockCols / 8; ++n) {
+      s[4 * n + 2 * r] = exp2f(s[4 * n + 2 * r] - base);
+      s[4 * n + 2 * r + 1] = exp2f(s[4 * n + 2 * r + 1] - base);
+      sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
+    }
+    row_sum[r] = row_sum[r] * rescale[r] + sum;
+  }
+}
+
+template <int HeadDimV>
+__device__ inline void rescale_o(float (&o)[HeadDimV / 2], const float (&rescale)[2]) {
+#pragma unroll
+  for (int n = 0; n < HeadDimV / 8; ++n) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      o[4 * n + 2 * r] *= rescale[r];
+      o[4 * n + 2 * r + 1] *= rescale[r];
+    }
+  }
 }
 
 }  // namespace detail
@@ -271,60 +327,57 @@ __global__ void __launch_bounds__(block_threads, 1)
                             numeric::causal_key_end(b.row0 + thread_row + 8, b.seqlen_q, b.seqlen_k, Causal)};
 
     sm90::mbarrier_wait_parity(q_full, q_phase);
-    for (int i = 0; i < b.key_tiles; ++i, ++it) {
-      const int kt = b.key_tiles - 1 - i;
-      const int stage = it % stages;
-      sm90::mbarrier_wait_parity(kv_full(stage), static_cast<unsigned>(it / stages) & 1u);
-
+    if (b.key_tiles > 0) {
+      // Key tiles run last to first, the masked ones (the causal diagonal and
+      // the sequence's last keys) before the rest. Within the loop the P V of
+      // tile i - 1 runs on the tensor cores while tile i's softmax runs:
+      //   issue S_i = Q K_i^T; issue O += P_{i-1} V_{i-1}; wait for S_i;
+      //   softmax(S_i); wait for the P V; release stage i - 1; rescale O.
+      const int masked_tiles = b.key_tiles - b.unmasked_tiles;
       float s[block_cols / 2];
-      detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(stage));
+      std::uint32_t p_frag[block_cols / 16][4];
+      float rescale[2];
+      int prev_stage = it % stages;
+      sm90::mbarrier_wait_parity(kv_full(prev_stage), static_cast<unsigned>(it / stages) & 1u);
+      detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(prev_stage));
       sm90::wgmma_wait_group<0>();
       sm90::wgmma_fence_operand(s);
-
-      // Into the log2 domain; masked tiles (the causal diagonal, the
-      // sequence's last keys) also drop keys past each row's end.
-#pragma unroll
-      for (int j = 0; j < block_cols / 2; ++j) s[j] *= p.scale_log2;
-      if (kt >= b.unmasked_tiles) {
-#pragma unroll
-        for (int j = 0; j < block_cols / 2; ++j) {
-          const int key = kt * block_cols + (j / 4) * 8 + quad_col + (j % 2);
-          if (key >= key_end[(j / 2) % 2]) s[j] = -INFINITY;
-        }
+      if (masked_tiles > 0) {
+        detail::online_softmax<true, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.key_tiles - 1, key_end,
+                                                 quad_col);
+      } else {
+        detail::online_softmax<false, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.key_tiles - 1, key_end,
+                                                  quad_col);
       }
-
-      // Online softmax; O is rescaled before the GEMM that adds to it.
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < block_cols / 8; ++n)
-          tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
-        const float new_max = fmaxf(row_max[r], detail::quad_max(tile_max));
-        const float base = gpu::exp2_base(new_max);
-        const float rescale = gpu::rescale_factor(row_max[r], base);
-        row_max[r] = new_max;
-        float sum = 0.0f;
-#pragma unroll
-        for (int n = 0; n < block_cols / 8; ++n) {
-          s[4 * n + 2 * r] = exp2f(s[4 * n + 2 * r] - base);
-          s[4 * n + 2 * r + 1] = exp2f(s[4 * n + 2 * r + 1] - base);
-          sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
-        }
-        row_sum[r] = row_sum[r] * rescale + sum;
-#pragma unroll
-        for (int n = 0; n < HeadDimV / 8; ++n) {
-          o[4 * n + 2 * r] *= rescale;
-          o[4 * n + 2 * r + 1] *= rescale;
-        }
-      }
-
+      detail::pack_p<T, block_cols>(p_frag, s);
+      ++it;
+      const auto step = [&](int i, auto masked) {
+        const int stage = it % stages;
+        sm90::mbarrier_wait_parity(kv_full(stage), static_cast<unsigned>(it / stages) & 1u);
+        detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(stage));
+        sm90::wgmma_fence_operand(o);
+        detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
+        sm90::wgmma_wait_group<1>();  // S_i has landed; the P V may still run
+        sm90::wgmma_fence_operand(s);
+        detail::online_softmax<decltype(masked)::value, block_cols>(s, row_max, row_sum, rescale, p.scale_log2,
+                                                                    b.key_tiles - 1 - i, key_end, quad_col);
+        sm90::wgmma_wait_group<0>();
+        sm90::wgmma_fence_operand(o);
+        // The wgmmas that read the previous stage have completed: the producer may refill it.
+        sm90::mbarrier_arrive(kv_empty(prev_stage));
+        detail::rescale_o<HeadDimV>(o, rescale);
+        detail::pack_p<T, block_cols>(p_frag, s);
+        prev_stage = stage;
+        ++it;
+      };
+      int i = 1;
+      for (; i < masked_tiles; ++i) step(i, std::true_type{});
+      for (; i < b.key_tiles; ++i) step(i, std::false_type{});
       sm90::wgmma_fence_operand(o);
-      detail::pv_gemm<T, HeadDimV, block_cols>(o, s, v_smem(stage));
+      detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
       sm90::wgmma_wait_group<0>();
       sm90::wgmma_fence_operand(o);
-      // The wgmmas that read this stage have completed: the producer may refill it.
-      sm90::mbarrier_arrive(kv_empty(stage));
+      sm90::mbarrier_arrive(kv_empty(prev_stage));
     }
     // Every wgmma that read Q has completed (waited above).
     sm90::mbarrier_arrive(q_empty);
