@@ -17,8 +17,15 @@
 //     overwrite of a chunk another thread read in the same barrier interval,
 //     two copies in flight to one chunk, addresses out of range, and copies
 //     still in flight when the kernel exits;
-//   - global addresses of cp.async outside the ranges the launcher declares.
-// Shared memory is poisoned when each block starts. What it cannot see: plain
+//   - global addresses of cp.async outside the ranges the launcher declares;
+//   - sm_90 (simt/hopper.hpp, hopper_*.cpp): warpgroup collectives, wgmma
+//     with poisoned accumulators and operands held until the retiring
+//     wait_group, mbarrier phases and transaction counts, TMA boxes in flight
+//     until their transaction completes, proxy fences, named barriers, and
+//     deadlocks that include spinning try_waits.
+// Shared memory is poisoned when each block starts; its shared addresses
+// start at the declared alignment (LaunchConfig::dynamic_shared_alignment),
+// never at 0, so a kernel relying on more alignment than it declares fails. What it cannot see: plain
 // C++ loads and stores (the HIP kernel's LDS accesses, global loads and the
 // epilogues' stores); for those, poison plus a second schedule (warps in
 // reverse order) turns a missing barrier into a wrong or NaN result.
@@ -119,7 +126,7 @@ int warp_size();
 void sync_threads(Site site);
 
 // Dynamic shared memory: the 32-bit shared address of `ptr`, which must be the
-// kernel's extern __shared__ array (its offset 0).
+// kernel's extern __shared__ array (its first byte).
 std::uint32_t shared_address(const void* ptr, Site site);
 
 // 16 bytes global -> shared, deferred until the wait that retires its group;

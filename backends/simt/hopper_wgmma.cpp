@@ -82,6 +82,7 @@ void read_operand(Block& block, int first, const WgmmaArg& head, std::uint64_t b
   std::sort(chunks.begin(), chunks.end());
   chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
   const std::string access = std::string("wgmma ") + name;
+  AsThread as(block.threads[static_cast<std::size_t>(first)]);
   for (const std::uint32_t chunk : chunks) {
     check_async_read(block, first, chunk, access.c_str(), lead.site, d.swizzle);
     ShadowChunk& c = block.shadow_of(chunk);

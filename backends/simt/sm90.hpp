@@ -7,7 +7,11 @@
 // and are never dereferenced by the kernel; every shared access goes through
 // these primitives and sm80.hpp's. A `__shared__` variable declared inside the
 // kernel would be a per-thread local under a host compiler, so mbarriers live
-// in the dynamic array.
+// in the dynamic array. The launcher's LaunchConfig names the anchor
+// (dynamic_shared_symbol, an array of simt::shared_anchor_bytes so that the
+// host compiler sees the pointer arithmetic in bounds) and the alignment the
+// kernel declares for it (dynamic_shared_alignment, e.g. 1024 for 128-byte
+// swizzled tiles): shared addresses start at exactly that alignment.
 #pragma once
 
 #include <cstdint>

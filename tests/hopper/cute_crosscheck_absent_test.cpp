@@ -6,9 +6,7 @@
 #include "emulator_required.hpp"
 
 TEST(CuteCrossCheck, NeedsCutlassHeaders) {
-  const char* reason =
-      "no CUTLASS/CuTe headers: the cross-check of the emulator's sm_90 layouts against CuTe did not run "
-      "(ci/setup-cutlass fetches them; or configure with -DMLA_CUTLASS_INCLUDE_DIR=...)";
+  const char* reason = "the cross-check of the emulator's sm_90 layouts against CuTe did not run: " MLA_CUTE_MISSING;
   if (mla::emulator_required()) FAIL() << reason << "; MLA_REQUIRE_EMULATOR=1 makes this a failure";
   GTEST_SKIP() << reason;
 }
