@@ -225,9 +225,10 @@ __global__ void __launch_bounds__(block_threads, 1)
   constexpr int v_panels = cfg.v_panels();
   static_assert(HeadDimV <= 256 && block_cols <= 256, "one wgmma per GEMM row block");
 
-  extern __shared__ __align__(1024) unsigned char shared[];
+  extern __shared__ __align__(16) unsigned char shared[];
   // The swizzle pattern is anchored at 1024-byte boundaries: align the base
-  // (the allocation has the slack) instead of trusting the runtime's placement.
+  // (the allocation has the slack) instead of trusting the runtime to place
+  // dynamic shared memory on one (it promises 16 bytes).
   const std::uint32_t misalign = sm90::shared_address(shared) % swizzle_atom_bytes;
   unsigned char* const smem = shared + (misalign == 0 ? 0 : swizzle_atom_bytes - misalign);
   unsigned char* const q_smem = smem;

@@ -23,8 +23,9 @@
 
 namespace mla::hopper_flash {
 // The kernel's `extern __shared__` array: under emulation an anchor whose
-// address stands for shared address 0 of the running block.
-alignas(16) unsigned char shared[16];
+// address stands for the running block's dynamic shared memory, as large as
+// a Hopper block's so that the kernel's pointers into it stay in bounds.
+alignas(16) unsigned char shared[simt::shared_anchor_bytes];
 }  // namespace mla::hopper_flash
 
 namespace mla::simt {
@@ -48,6 +49,9 @@ void run(const FlashParams& params) {
   config.warp_size = 32;
   config.dynamic_shared_bytes = cfg.shared_bytes();
   config.dynamic_shared_symbol = hopper_flash::shared;
+  // As declared in the kernel: 16 bytes, so every emulated launch runs the
+  // kernel's own alignment of its tiles to 1024 bytes.
+  config.dynamic_shared_alignment = 16;
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
   const hopper_flash::HopperSchedule schedule = grid.schedule;
   launch(config, [&params, &schedule, &maps] {
