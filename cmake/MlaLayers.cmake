@@ -18,7 +18,8 @@
 set(MLA_BUILD_DEFINITIONS
   $<$<BOOL:${MLA_WITH_KOKKOS}>:MLA_WITH_KOKKOS=1>
   $<$<BOOL:${MLA_WITH_CUDA}>:MLA_WITH_CUDA=1>
-  $<$<BOOL:${MLA_WITH_HIP}>:MLA_WITH_HIP=1>)
+  $<$<BOOL:${MLA_WITH_HIP}>:MLA_WITH_HIP=1>
+  $<$<BOOL:${MLA_WITH_HOPPER_FLASH}>:MLA_WITH_HOPPER_FLASH=1>)
 
 # mla_add_layer(<target> [sources...]): an OBJECT library whose objects go into libmla.
 function(mla_add_layer target)

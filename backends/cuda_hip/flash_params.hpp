@@ -27,6 +27,11 @@ struct FlashParams {
   std::int64_t lse_head_stride = 0;
   std::int64_t lse_token_stride = 0;
 
+  // Rows (tokens) of q and of k / v: the extent HOPPER_FLASH's tensor maps
+  // describe (TMA zero-fills boxes past it).
+  std::int64_t q_tokens = 0;
+  std::int64_t k_tokens = 0;
+
   const std::int32_t* cu_seqlens_q = nullptr;  // [B+1], device
   const std::int32_t* cu_seqlens_k = nullptr;  // [B+1], device
   const gpu::WorkItem* work = nullptr;         // [num_work], heaviest first, device; null: see tiles_per_seq

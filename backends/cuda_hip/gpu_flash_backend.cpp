@@ -164,6 +164,8 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
     p.lse_head_stride = result.lse.stride[0];
     p.lse_token_stride = result.lse.stride[1];
   }
+  p.q_tokens = q.shape[0];
+  p.k_tokens = k.shape[0];
   p.cu_seqlens_q = phase.cu_seqlens_q;
   p.cu_seqlens_k = phase.cu_seqlens_k;
   p.work = phase.work;

@@ -1,5 +1,6 @@
-// GPU prefill benchmark of CUDA_FLASH on DeepSeek dims (dqk 192, V 128, bf16,
-// causal) and of merge_attn_states against a device-to-device copy.
+// GPU prefill benchmark of CUDA_FLASH and, on a 9.0 device of a build with
+// MLA_WITH_HOPPER_FLASH, HOPPER_FLASH, on DeepSeek dims (dqk 192, V 128,
+// bf16, causal), and of merge_attn_states against a device-to-device copy.
 //
 //   mla-bench-gpu [--quick] [--runs N]     markdown tables on stdout
 //
@@ -98,15 +99,15 @@ constexpr float kScale = 0.1352337788608801f;
 
 std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::vector<int>& lengths, const char* batch,
-                   const Options& options) {
+void attention_row(Queue& queue, const RandomPool& pool, const BackendEntry& entry, int heads,
+                   const std::vector<int>& lengths, const char* batch, const Options& options) {
   const PrefillMetadata metadata = PrefillMetadata::from_lengths(lengths, lengths, true);
   const std::int64_t tokens = metadata.num_q_tokens();
   BackendParams params;
   params.num_heads = heads;
   params.dims = dims;
   params.dtype = dtype;
-  auto backend = detail::cuda_flash_backend_entry().factory(params);
+  auto backend = entry.factory(params);
   backend->prepare(queue, metadata);
 
   const std::size_t q_bytes = round_up(static_cast<std::size_t>(tokens) * heads * dims.qk_head_dim() * 2);
@@ -133,8 +134,9 @@ void attention_row(Queue& queue, const RandomPool& pool, int heads, const std::v
   }
   const double t = median(ms);
   std::string seqlens = lengths.size() == 1 ? std::to_string(lengths[0]) : std::to_string(lengths.size()) + " seqs";
-  std::printf("| CUDA_FLASH | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", heads, batch,
-              seqlens.c_str(), static_cast<long long>(tokens), t, causal_flops(heads, lengths) / (t * 1e-3) / 1e12);
+  std::printf("| %s | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", entry.description.name.c_str(),
+              heads, batch, seqlens.c_str(), static_cast<long long>(tokens), t,
+              causal_flops(heads, lengths) / (t * 1e-3) / 1e12);
   std::fflush(stdout);
 }
 
@@ -213,12 +215,26 @@ int run(const Options& options) {
       2 * round_up(static_cast<std::size_t>(merge_tokens.back()) * heads.front() * dims.v_head_dim * 2);
   const RandomPool pool(queue, std::max(largest + largest / 2, merge_inputs));
 
+  // The kernels timed side by side: CUDA_FLASH everywhere, HOPPER_FLASH where it is valid.
+  std::vector<BackendEntry> kernels = {detail::cuda_flash_backend_entry()};
+  const BackendEntry hopper = detail::hopper_flash_backend_entry();
+  const std::vector<std::string> hopper_reasons = validate(hopper.description, queue.capability(), {dtype, dims});
+  if (hopper_reasons.empty()) {
+    kernels.push_back(hopper);
+  } else {
+    std::printf("HOPPER_FLASH not timed:");
+    for (const std::string& reason : hopper_reasons) std::printf(" %s;", reason.c_str());
+    std::printf("\n\n");
+  }
+
   std::printf("| impl | shape | heads | batch | seqlens | tokens | median ms | TFLOP/s |\n");
   std::printf("|---|---|---:|---|---|---:|---:|---:|\n");
   for (int h : heads) {
     for (int s : seqlens) {
-      attention_row(queue, pool, h, {s}, "one sequence", options);
-      attention_row(queue, pool, h, varlen_lengths(s), "varlen", options);
+      for (const BackendEntry& kernel : kernels) {
+        attention_row(queue, pool, kernel, h, {s}, "one sequence", options);
+        attention_row(queue, pool, kernel, h, varlen_lengths(s), "varlen", options);
+      }
     }
   }
   std::printf(

@@ -38,11 +38,13 @@ TEST(BuiltinDefaults, TopLevelValues) {
 TEST(BuiltinDefaults, PriorityListsPerPlatform) {
   const Config config = Config::builtin_defaults();
   const Names nvidia_flash{"CUDA_FLASH", "KOKKOS", "REFERENCE"};
+  const Names hopper_flash{"HOPPER_FLASH", "CUDA_FLASH", "KOKKOS", "REFERENCE"};
   const Names amd_flash{"HIP_FLASH", "KOKKOS", "REFERENCE"};
   const Names portable{"KOKKOS", "REFERENCE"};
 
   EXPECT_EQ(rule_backends(config, "nvidia:8.0"), nvidia_flash);
-  EXPECT_EQ(rule_backends(config, "nvidia:9.0"), nvidia_flash);
+  EXPECT_EQ(rule_backends(config, "nvidia:8.9"), nvidia_flash);
+  EXPECT_EQ(rule_backends(config, "nvidia:9.0"), hopper_flash);
   EXPECT_EQ(rule_backends(config, "nvidia:10.0"), nvidia_flash);
   EXPECT_EQ(rule_backends(config, "nvidia:12.0"), nvidia_flash);
   EXPECT_EQ(rule_backends(config, "nvidia:7.5"), portable);

@@ -191,7 +191,7 @@ TEST(ResolveConfig, BadEnvironmentValues) {
       EXPECT_EQ(error.category(), ErrorCategory::config);
       EXPECT_EQ(std::string(error.what()),
                 "MLA_PREFILL_BACKEND: Unknown MLA prefill backend: 'FLASH_ATTN'. Valid options are: REFERENCE, KOKKOS, "
-                "CUDA_FLASH, HIP_FLASH, CUSTOM (or auto)");
+                "CUDA_FLASH, HIP_FLASH, HOPPER_FLASH, CUSTOM (or auto)");
     }
   }
   {

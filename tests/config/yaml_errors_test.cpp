@@ -68,7 +68,7 @@ TEST(YamlErrors, WrongTypes) {
 }
 
 TEST(YamlErrors, UnknownBackendNames) {
-  const std::string valid = "Valid options are: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, CUSTOM";
+  const std::string valid = "Valid options are: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, HOPPER_FLASH, CUSTOM";
   expect_config_error("backend: FLASH_ATTN\n",
                       {"bad.yaml:1:10: 'backend': Unknown MLA prefill backend: 'FLASH_ATTN'. " + valid, "(or auto)"});
   expect_config_error("backend: reference\n", {"Unknown MLA prefill backend: 'reference'"});

@@ -14,6 +14,7 @@
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"
 #include "simt/emulator_required.hpp"
+#include "simt/hopper_flash_emulated.hpp"
 #endif
 
 #ifndef MLA_CONFORMANCE_BACKEND

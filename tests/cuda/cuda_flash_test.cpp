@@ -4,11 +4,12 @@
 // paths, and the argument checks that only this backend makes. The shared
 // conformance suite (conformance_cuda_flash) covers the contract as a whole.
 //
-// Compiled twice: against a CUDA device, and (MLA_TEST_EMULATED_CUDA) against
-// the same backend class and kernel source run by the GPU emulator on the
-// host queue. There the threads of a block are resumed in reverse order (the
-// emulated conformance suite uses the forward order), so that a missing
-// barrier between warps shows up one way or the other.
+// Compiled once per kernel and device: CUDA_FLASH on a CUDA device, and
+// (MLA_TEST_EMULATED_CUDA) the same backend class and kernel source run by the
+// GPU emulator on the host queue; HOPPER_FLASH likewise (MLA_TEST_HOPPER on a
+// 9.0 device, MLA_TEST_EMULATED_HOPPER under the emulator). There the threads of a block are resumed in reverse order
+// (the emulated conformance suite uses the forward order), so that a missing barrier between warps shows up one way or
+// the other.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,10 +17,13 @@
 #include <random>
 
 #include "builtin_entries.hpp"
+#include "cuda/hopper_capability.hpp"
 #include "gpu_test_support.hpp"
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED_CUDA) || defined(MLA_TEST_EMULATED_HOPPER)
+#define MLA_TEST_EMULATED 1
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"
+#include "simt/hopper_flash_emulated.hpp"
 #endif
 
 namespace mla {
@@ -44,14 +48,26 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 class CudaFlashTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED)
+#if defined(MLA_TEST_EMULATED_HOPPER)
+    const BackendEntry entry = simt::emulated_hopper_flash_entry();
+#else
     const BackendEntry entry = simt::emulated_cuda_flash_entry();
+#endif
     simt::set_schedule(simt::Schedule::reverse);
     simt::reset_statistics();
 #else
     MLA_REQUIRE_CUDA_DEVICE();
     queue_ = Queue(DeviceBackend::cuda, 0);
+#if defined(MLA_TEST_HOPPER)
+    if (!hopper_flash::supports_device(queue_.capability())) {
+      GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is "
+                   << queue_.capability().describe();
+    }
+    const BackendEntry entry = detail::hopper_flash_backend_entry();
+#else
     const BackendEntry entry = detail::cuda_flash_backend_entry();
+#endif
 #endif
     params_.num_heads = 3;
     params_.dims = GetParam().dims;
@@ -61,7 +77,7 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
     reference_ = detail::reference_backend_entry().factory(params_);
   }
 
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED)
   void TearDown() override {
     simt::set_schedule(simt::Schedule::forward);
     if (!IsSkipped()) std::printf("[ emulator ] %s\n", simt::describe(simt::statistics()).c_str());
@@ -212,7 +228,7 @@ TEST_P(CudaFlashTest, RejectsOperandsTheKernelCannotRead) {
   odd_rows.stride[1] = params_.dims.qk_head_dim() + 1;
   odd_rows.stride[0] = odd_rows.stride[1] * params_.num_heads;
   expect_invalid(odd_rows, "head strides that are not multiples of 16 bytes");
-#if !defined(MLA_TEST_EMULATED_CUDA)  // the emulated device is the host
+#if !defined(MLA_TEST_EMULATED)  // the emulated device is the host
   TensorView q_host = q.host_view;
   expect_invalid(q_host, "q in host memory");
 

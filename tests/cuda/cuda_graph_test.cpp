@@ -1,4 +1,5 @@
-// The engine path on a real GPU: CUDA_FLASH on a borrowed stream, with device
+// The engine path on a real GPU: CUDA_FLASH (HOPPER_FLASH when compiled with
+// MLA_TEST_HOPPER, on a 9.0 device) on a borrowed stream, with device
 // metadata and the caller's buffers, captured into a CUDA graph and replayed
 // after the tensors and the cu_seqlens were rewritten in place. Capture runs
 // in global mode, where any cudaMalloc or synchronising call of the library
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "builtin_entries.hpp"
+#include "cuda/hopper_capability.hpp"
 #include "gpu_test_support.hpp"
 
 namespace mla {
@@ -43,6 +45,12 @@ void write_arrays(Queue& queue, DeviceArrays& arrays, const PrefillMetadata& met
 
 TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
   MLA_REQUIRE_CUDA_DEVICE();
+#if defined(MLA_TEST_HOPPER)
+  const DeviceCapability device0 = Queue(DeviceBackend::cuda, 0).capability();
+  if (!hopper_flash::supports_device(device0)) {
+    GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is " << device0.describe();
+  }
+#endif
   cudaStream_t stream = nullptr;
   MLA_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
@@ -52,7 +60,11 @@ TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
     params.dims = deepseek_dims;
     params.dtype = DType::bfloat16;
     const float scale = 1.0f / std::sqrt(192.0f);
+#if defined(MLA_TEST_HOPPER)
+    std::unique_ptr<PrefillBackend> backend = detail::hopper_flash_backend_entry().factory(params);
+#else
     std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
+#endif
     std::unique_ptr<PrefillBackend> reference = detail::reference_backend_entry().factory(params);
 
     // Two steps of the same sizes: the lengths move between sequences.

@@ -69,6 +69,44 @@ TEST(CudaFlashEntry, FactoryRefusesWithoutCuda) {
 }
 #endif
 
+TEST(HopperFlashEntry, DescribesItselfAndRefusesEveryArchButNinePointZero) {
+  const BackendEntry entry = detail::hopper_flash_backend_entry();
+  const BackendDescription& d = entry.description;
+  EXPECT_EQ(d.name, "HOPPER_FLASH");
+  EXPECT_EQ(d.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16}));
+  EXPECT_EQ(d.dims, detail::cuda_flash_backend_entry().description.dims);
+  EXPECT_TRUE(d.fp8_output);
+  EXPECT_EQ(d.queue_kinds, std::vector<DeviceBackend>{DeviceBackend::cuda});
+  for (const auto& [major, minor] : std::vector<std::pair<int, int>>{{8, 0}, {8, 9}, {10, 0}, {12, 0}}) {
+    const std::vector<std::string> reasons = validate(d, nvidia(major, minor), {DType::bfloat16, deepseek_dims});
+    ASSERT_FALSE(reasons.empty()) << major << "." << minor;
+    EXPECT_EQ(reasons[0],
+              "compute capability " + std::to_string(major) + "." + std::to_string(minor) + " not supported");
+  }
+  const std::vector<std::string> on_hopper = validate(d, nvidia(9, 0), {DType::bfloat16, deepseek_dims});
+#if defined(MLA_WITH_HOPPER_FLASH)
+  EXPECT_TRUE(on_hopper.empty());
+#elif defined(MLA_WITH_CUDA)
+  EXPECT_EQ(on_hopper,
+            std::vector<std::string>{
+                "required dependencies not available (built without sm_90a code (MLA_WITH_HOPPER_FLASH off))"});
+#else
+  EXPECT_EQ(on_hopper, std::vector<std::string>{"required dependencies not available (built without CUDA)"});
+#endif
+}
+
+#if !defined(MLA_WITH_HOPPER_FLASH)
+TEST(HopperFlashEntry, FactoryRefusesWithoutTheKernels) {
+  try {
+    detail::hopper_flash_backend_entry().factory(BackendParams{});
+    FAIL() << "expected Error(not_supported)";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::not_supported);
+    EXPECT_NE(std::string(error.what()).find("HOPPER_FLASH: built without"), std::string::npos) << error.what();
+  }
+}
+#endif
+
 TEST(CudaArchCoverage, RealAndVirtualEntries) {
   using cuda_flash::architectures_cover;
   EXPECT_TRUE(architectures_cover("80,90", nvidia(8, 0)));

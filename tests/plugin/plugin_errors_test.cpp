@@ -119,7 +119,7 @@ TEST_F(PluginErrors, UnknownMember) {
   const std::string path = MLA_TEST_PLUGIN_UNKNOWN_MEMBER;
   expect_failed_load(path, {"Cannot load plugin '" + canonical(path) + "'",
                             "register_backend(FLASH_ATTN): Unknown MLA prefill backend: 'FLASH_ATTN'. Valid options "
-                            "are: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, CUSTOM"});
+                            "are: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, HOPPER_FLASH, CUSTOM"});
 }
 
 TEST_F(PluginErrors, PluginThatRegistersNothing) {

@@ -21,11 +21,11 @@ struct FactoryCleanup {
 
 TEST(NamedFactories, BuiltinNamesAreAlwaysPresent) {
   const std::vector<std::string> names = named_factory_names();
-  ASSERT_GE(names.size(), 4u);
-  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 4),
-            (std::vector<std::string>{"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH"}));
+  ASSERT_GE(names.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 5),
+            (std::vector<std::string>{"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH", "HOPPER_FLASH"}));
   EXPECT_EQ(std::count(names.begin(), names.end(), "CUSTOM"), 0);
-  for (const char* name : {"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH"}) {
+  for (const char* name : {"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH", "HOPPER_FLASH"}) {
     const auto entry = find_named_factory(name);
     ASSERT_TRUE(entry.has_value()) << name;
     EXPECT_EQ(entry->description.name, name);

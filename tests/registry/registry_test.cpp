@@ -35,7 +35,7 @@ std::string error_message(Fn&& fn, ErrorCategory expected) {
 
 TEST_F(RegistryTest, MembersHaveDistinctNamesAndCustomIsNoAlias) {
   const auto members = MlaPrefillRegistry::members();
-  ASSERT_EQ(members.size(), 5u);
+  ASSERT_EQ(members.size(), 6u);
   std::set<std::string> names;
   for (const MlaPrefillBackendKind kind : members) {
     const std::string name(MlaPrefillRegistry::name(kind));
@@ -47,6 +47,7 @@ TEST_F(RegistryTest, MembersHaveDistinctNamesAndCustomIsNoAlias) {
   }
   EXPECT_EQ(MlaPrefillRegistry::name(MlaPrefillBackendKind::CUSTOM), "CUSTOM");
   EXPECT_EQ(AttentionRegistry::name(AttentionBackendKind::HIP_FLASH), "HIP_FLASH");
+  EXPECT_EQ(MlaPrefillRegistry::name(MlaPrefillBackendKind::HOPPER_FLASH), "HOPPER_FLASH");
   EXPECT_EQ(mla_prefill_registry().label(), "MLA prefill backend");
   EXPECT_EQ(attention_registry().label(), "attention backend");
 }
@@ -54,10 +55,10 @@ TEST_F(RegistryTest, MembersHaveDistinctNamesAndCustomIsNoAlias) {
 TEST_F(RegistryTest, UnknownNamesListTheValidOptions) {
   EXPECT_EQ(error_message([] { mla_prefill_registry().parse("NONEXISTENT"); }, ErrorCategory::not_found),
             "Unknown MLA prefill backend: 'NONEXISTENT'. Valid options are: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, "
-            "CUSTOM");
+            "HOPPER_FLASH, CUSTOM");
   EXPECT_EQ(error_message([] { attention_registry().parse("FLASH_ATTN"); }, ErrorCategory::not_found),
             "Unknown attention backend: 'FLASH_ATTN'. Valid options are: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, "
-            "CUSTOM");
+            "HOPPER_FLASH, CUSTOM");
   // Names are exact, as enum member names are.
   EXPECT_THROW(mla_prefill_registry().parse("reference"), Error);
   EXPECT_THROW(mla_prefill_registry().parse(""), Error);

@@ -10,7 +10,7 @@ namespace {
 TEST_F(SelectorTest, AutoPicksTheFirstValidBackend) {
   fake("CUDA_FLASH", FakeSpec{}.unavailable_because("built without CUDA"));
   Selector selector(Config::builtin_defaults());
-  const Selection selection = selector.select(bf16, hopper);
+  const Selection selection = selector.select(bf16, parse_platform("nvidia:8.0"));
   EXPECT_EQ(selection.name, "KOKKOS");
   EXPECT_NE(selection.why.find("first valid in the priority list for nvidia 8.0+"), std::string::npos) << selection.why;
 
@@ -33,7 +33,10 @@ TEST_F(SelectorTest, AutoOnHopperTakesTheFlashKernelWhenValid) {
   Selector selector(Config::builtin_defaults());
   const Selection selection = selector.select(bf16, hopper);
   EXPECT_EQ(selection.name, "CUDA_FLASH");
-  ASSERT_EQ(selection.walk.size(), 1u);
+  // HOPPER_FLASH comes first on 9.0; the fixture's build has no sm_90a code.
+  ASSERT_EQ(selection.walk.size(), 2u);
+  EXPECT_EQ(selection.walk[0].name, "HOPPER_FLASH");
+  EXPECT_FALSE(selection.walk[0].availability.available);
 }
 
 TEST_F(SelectorTest, PriorityOrderComesFromTheConfiguration) {
@@ -81,10 +84,13 @@ TEST_F(SelectorTest, NoneValidListsEveryReason) {
   Selector selector(Config::builtin_defaults());
   const SelectorConfig fp16{DType::float16, deepseek_dims};
   const std::string message = error_message([&] { selector.select(fp16, hopper); }, ErrorCategory::selection);
-  EXPECT_EQ(message, "No valid MLA prefill backend found with " + to_string(fp16) +
-                         " on nvidia sm_90 (capability 9.0). Reasons: {CUDA_FLASH: [dtype float16 not supported, "
-                         "required dependencies not available (built without CUDA)], KOKKOS: [dtype float16 not "
-                         "supported], REFERENCE: [compute capability 9.0 not supported]}.");
+  EXPECT_EQ(
+      message,
+      "No valid MLA prefill backend found with " + to_string(fp16) +
+          " on nvidia sm_90 (capability 9.0). Reasons: {HOPPER_FLASH: [required dependencies not available (built "
+          "without sm_90a code)], CUDA_FLASH: [dtype float16 not supported, "
+          "required dependencies not available (built without CUDA)], KOKKOS: [dtype float16 not "
+          "supported], REFERENCE: [compute capability 9.0 not supported]}.");
 }
 
 TEST_F(SelectorTest, NoMatchingRuleIsAnErrorThatSaysSo) {
@@ -127,7 +133,8 @@ TEST_F(SelectorTest, OverrideNamingNoFactoryFails) {
   const std::string message =
       error_message([&] { configure(config_from("overrides: {KOKKOS: NOT_LOADED}\n")); }, ErrorCategory::config);
   EXPECT_NE(message.find("NOT_LOADED"), std::string::npos) << message;
-  EXPECT_NE(message.find("Known factories: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH"), std::string::npos) << message;
+  EXPECT_NE(message.find("Known factories: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, HOPPER_FLASH"), std::string::npos)
+      << message;
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ TEST_F(SelectorTest, ExplicitValidChoiceFromTheApi) {
   EXPECT_EQ(selection.why, "explicit choice from API");
   EXPECT_EQ(selection.platform.describe(), hopper.describe());
   ASSERT_EQ(selection.walk.size(), 1u);
-  EXPECT_EQ(selection.walk[0].priority, 2);  // third in nvidia 8.0+'s list
+  EXPECT_EQ(selection.walk[0].priority, 3);  // fourth in nvidia 9.0's list
   EXPECT_TRUE(logged(LogLevel::info, "Using REFERENCE MLA prefill backend."));
   // Explicit means no walk: the list's first entry was never asked.
   EXPECT_EQ(counters("CUDA_FLASH").capability, 0);
@@ -97,7 +97,7 @@ TEST_F(SelectorTest, UnknownExplicitNameIsTheRegistryError) {
   Selector selector(Config::builtin_defaults());
   EXPECT_EQ(error_message([&] { selector.select(bf16, hopper, "FLASH_ATTN"); }, ErrorCategory::not_found),
             "Unknown MLA prefill backend: 'FLASH_ATTN'. Valid options are: REFERENCE, KOKKOS, CUDA_FLASH, HIP_FLASH, "
-            "CUSTOM");
+            "HOPPER_FLASH, CUSTOM");
 }
 
 TEST_F(SelectorTest, ExplicitCustomMustBeRegistered) {

@@ -12,14 +12,14 @@ TEST_F(SelectorTest, ReportListsEveryMemberWithReasonsAndPriority) {
   fake("HIP_FLASH", FakeSpec{}.capability_if(amd_cdna).unavailable_because("built without HIP"));
   Selector selector(Config::builtin_defaults());
   const std::vector<CandidateReport> reports = selector.report(bf16, hopper);
-  ASSERT_EQ(reports.size(), 4u);  // CUSTOM is not registered
+  ASSERT_EQ(reports.size(), 5u);  // CUSTOM is not registered
   EXPECT_EQ(reports[0].name, "REFERENCE");
-  EXPECT_EQ(reports[0].priority, 2);
+  EXPECT_EQ(reports[0].priority, 3);
   EXPECT_TRUE(reports[0].reasons.empty());
   EXPECT_EQ(reports[1].name, "KOKKOS");
-  EXPECT_EQ(reports[1].priority, 1);
+  EXPECT_EQ(reports[1].priority, 2);
   EXPECT_EQ(reports[2].name, "CUDA_FLASH");
-  EXPECT_EQ(reports[2].priority, 0);
+  EXPECT_EQ(reports[2].priority, 1);
   EXPECT_FALSE(reports[2].availability.available);
   EXPECT_EQ(reports[2].availability.reason, "built without CUDA");
   EXPECT_EQ(reports[2].reasons, std::vector<std::string>{"required dependencies not available (built without CUDA)"});
@@ -27,6 +27,8 @@ TEST_F(SelectorTest, ReportListsEveryMemberWithReasonsAndPriority) {
   EXPECT_EQ(reports[3].priority, -1);  // not in nvidia's list
   EXPECT_EQ(reports[3].reasons, (std::vector<std::string>{"compute capability 9.0 not supported",
                                                           "required dependencies not available (built without HIP)"}));
+  EXPECT_EQ(reports[4].name, "HOPPER_FLASH");
+  EXPECT_EQ(reports[4].priority, 0);  // heads the 9.0 list
 }
 
 TEST_F(SelectorTest, DeviceCodeGapsShowInReportsAndWalks) {
@@ -53,10 +55,10 @@ TEST_F(SelectorTest, ReportShowsCustomOnceRegistered) {
   Selector selector(Config::builtin_defaults());
   fake("CUSTOM", FakeSpec{}.only_dtypes({DType::float32}));
   const std::vector<CandidateReport> reports = selector.report(bf16, mi300);
-  ASSERT_EQ(reports.size(), 5u);
-  EXPECT_EQ(reports[4].name, "CUSTOM");
-  EXPECT_EQ(reports[4].reasons, std::vector<std::string>{"dtype bfloat16 not supported"});
-  EXPECT_EQ(reports[4].priority, -1);
+  ASSERT_EQ(reports.size(), 6u);
+  EXPECT_EQ(reports[5].name, "CUSTOM");
+  EXPECT_EQ(reports[5].reasons, std::vector<std::string>{"dtype bfloat16 not supported"});
+  EXPECT_EQ(reports[5].priority, -1);
 }
 
 // The real built-in table, no fakes: selection must not depend on what was

@@ -19,6 +19,15 @@
 
 namespace mla::test {
 
+// Capability predicates of the fakes.
+inline bool nvidia_80_plus(const DeviceCapability& device) {
+  return device.vendor == Vendor::nvidia && device.as_int() >= 80;
+}
+inline bool hopper_only(const DeviceCapability& device) {
+  return device.vendor == Vendor::nvidia && device.as_int() == 90;
+}
+inline bool amd_cdna(const DeviceCapability& device) { return device.vendor == Vendor::amd && device.major == 9; }
+
 class SelectorTest : public ::testing::Test {
  protected:
   SelectorTest() {
@@ -30,6 +39,9 @@ class SelectorTest : public ::testing::Test {
     });
     // Valid for everything unless a test says otherwise.
     for (const char* name : {"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH"}) fake(name, FakeSpec{});
+    // HOPPER_FLASH heads the list of 9.0 only; as in a build without sm_90a
+    // code, it steps aside there unless a test makes it valid.
+    fake("HOPPER_FLASH", FakeSpec{}.capability_if(hopper_only).unavailable_because("built without sm_90a code"));
   }
   ~SelectorTest() override {
     set_log_sink(previous_sink_);
@@ -85,11 +97,5 @@ class SelectorTest : public ::testing::Test {
   std::mutex log_mutex_;
   std::vector<std::pair<LogLevel, std::string>> log_lines_;
 };
-
-// Capability predicates of the fakes.
-inline bool nvidia_80_plus(const DeviceCapability& device) {
-  return device.vendor == Vendor::nvidia && device.as_int() >= 80;
-}
-inline bool amd_cdna(const DeviceCapability& device) { return device.vendor == Vendor::amd && device.major == 9; }
 
 }  // namespace mla::test

@@ -36,7 +36,7 @@ TEST(ToolBackends, ListsEveryBackendAndTheHostPlatform) {
   const ToolResult result = run_tool({"backends"}, host_platform);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(line_starting_with(result.out, "platform:").find("host"), 11u) << result.out;
-  for (const char* name : {"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH"}) {
+  for (const char* name : {"REFERENCE", "KOKKOS", "CUDA_FLASH", "HIP_FLASH", "HOPPER_FLASH"}) {
     EXPECT_FALSE(line_starting_with(result.out, name).empty()) << name << " missing in\n" << result.out;
   }
   // REFERENCE runs everywhere: available and valid.
@@ -100,12 +100,28 @@ TEST(ToolBackends, SimulatedHopperRefusesCudaFlashInAHostBuild) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(contains(line_starting_with(result.out, "platform:"), "simulated by MLA_PLATFORM=nvidia:9.0"))
       << result.out;
+  const std::string hopper = line_starting_with(result.out, "HOPPER_FLASH");
+  EXPECT_TRUE(contains(hopper, "no         no")) << hopper;
+  EXPECT_TRUE(contains(hopper, "built without CUDA")) << hopper;
+  EXPECT_TRUE(contains(hopper, "  1  ")) << "HOPPER_FLASH heads the nvidia 9.0 list: " << hopper;
   const std::string cuda = line_starting_with(result.out, "CUDA_FLASH");
-  EXPECT_TRUE(contains(cuda, "no         no")) << cuda;
   EXPECT_TRUE(contains(cuda, "built without CUDA")) << cuda;
-  EXPECT_TRUE(contains(cuda, "  1  ")) << "CUDA_FLASH heads the nvidia 8.0+ list: " << cuda;
-  EXPECT_TRUE(contains(result.out, "priority list for nvidia 8.0+")) << result.out;
+  EXPECT_TRUE(contains(cuda, "  2  ")) << "CUDA_FLASH is second on 9.0: " << cuda;
+  EXPECT_TRUE(contains(result.out, "priority list for nvidia 9.0-9.0")) << result.out;
 #endif
+}
+
+TEST(ToolBackends, SimulatedAmpereAndBlackwellSayWhyHopperFlashIsNotValid) {
+  for (const char* platform : {"nvidia:8.0", "nvidia:10.0"}) {
+    const ToolResult result = run_tool({"backends"}, {{"MLA_PLATFORM", platform}});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::string hopper = line_starting_with(result.out, "HOPPER_FLASH");
+    const std::string capability = std::string(platform).substr(7);
+    EXPECT_TRUE(contains(hopper, "compute capability " + capability + " not supported")) << hopper;
+    EXPECT_TRUE(contains(hopper, "  -  ")) << "HOPPER_FLASH is in no list of " << platform << ": " << hopper;
+    EXPECT_TRUE(contains(line_starting_with(result.out, "CUDA_FLASH"), "  1  ")) << result.out;
+    EXPECT_TRUE(contains(result.out, "priority list for nvidia 8.0+")) << result.out;
+  }
 }
 
 TEST(ToolBackends, ExplicitChoiceFromConfigAndEnvironmentShowsAsExplicit) {

@@ -16,7 +16,7 @@
 namespace mla {
 
 // The members (mla/backend/members.def: REFERENCE, KOKKOS, CUDA_FLASH,
-// HIP_FLASH), then CUSTOM, the slot only registration fills.
+// HIP_FLASH, HOPPER_FLASH), then CUSTOM, the slot only registration fills.
 #define MLA_BACKEND_MEMBER(member, entry) member,
 enum class MlaPrefillBackendKind {
 #include "mla/backend/members.def"

@@ -1,0 +1,118 @@
+// Tile shapes and shared-memory layout of the HOPPER_FLASH kernel, one row per
+// (qk head dim, v head dim) of cuda_hip/flash_shapes.def. A plain constexpr
+// table: the kernel, its launcher, the emulated launcher and the host tests
+// read the same numbers.
+//
+// A block is three warpgroups: one producer (TMA) and two consumers of 64
+// query rows each, so 128 query rows per block. Every tile in shared memory
+// is cut into panels of 64 columns (128 bytes of bf16/fp16, the span of the
+// 128-byte swizzle): a panel of R rows is R x 128 bytes, swizzled as TMA
+// writes it and as the wgmma descriptors read it, and starts on a 1024-byte
+// boundary (the swizzle pattern repeats every 8 rows).
+#pragma once
+
+#include <cstddef>
+
+#include "cuda_hip/tile_table.hpp"
+#include "mla/detail/host_device.hpp"
+
+namespace mla::hopper_flash {
+
+inline constexpr int warpgroup_threads = 128;
+inline constexpr int consumer_warpgroups = 2;
+inline constexpr int block_threads = (1 + consumer_warpgroups) * warpgroup_threads;
+inline constexpr int consumer_threads = consumer_warpgroups * warpgroup_threads;
+inline constexpr int rows_per_consumer = 64;  // wgmma m64
+inline constexpr int block_rows = consumer_warpgroups * rows_per_consumer;
+inline constexpr int panel_elements = 64;  // 128 bytes of a 16-bit type
+inline constexpr int panel_row_bytes = 128;
+inline constexpr int swizzle_atom_bytes = 1024;  // 8 rows of 128 bytes
+// setmaxnreg: the producer gives registers back, the consumers take them
+// (128 x 24 + 256 x 240 = 64512 of the SM's 65536).
+inline constexpr int producer_registers = 24;
+inline constexpr int consumer_registers = 240;
+// sm_90's opt-in shared memory per block (227 KiB).
+inline constexpr std::size_t max_shared_bytes = 227 * 1024;
+// Accumulator and operand registers a consumer thread may hold (O, S and one
+// P fragment); the rest of consumer_registers is addresses and softmax state.
+inline constexpr int fragment_register_budget = 184;
+// Six mbarriers: Q full / empty, K+V full / empty per stage.
+inline constexpr int stages = 2;
+inline constexpr std::size_t barrier_bytes = 8 * (2 + 2 * stages);
+
+struct HopperTileConfig {
+  int head_dim_qk;
+  int head_dim_v;
+  int block_cols;  // keys per pipeline stage (the N of S = Q K^T)
+
+  MLA_HOST_DEVICE constexpr int qk_panels() const { return head_dim_qk / panel_elements; }
+  MLA_HOST_DEVICE constexpr int v_panels() const { return head_dim_v / panel_elements; }
+  MLA_HOST_DEVICE constexpr std::size_t q_panel_bytes() const {
+    return static_cast<std::size_t>(block_rows) * panel_row_bytes;
+  }
+  MLA_HOST_DEVICE constexpr std::size_t kv_panel_bytes() const {
+    return static_cast<std::size_t>(block_cols) * panel_row_bytes;
+  }
+  MLA_HOST_DEVICE constexpr std::size_t q_bytes() const { return qk_panels() * q_panel_bytes(); }
+  MLA_HOST_DEVICE constexpr std::size_t k_bytes() const { return qk_panels() * kv_panel_bytes(); }
+  MLA_HOST_DEVICE constexpr std::size_t v_bytes() const { return v_panels() * kv_panel_bytes(); }
+  // Bytes the TMA boxes of one stage bring: the expect_tx of its full barrier.
+  MLA_HOST_DEVICE constexpr std::size_t stage_bytes() const { return k_bytes() + v_bytes(); }
+  // Layout from the 1024-aligned base: [Q][stage 0: K, V][stage 1: K, V][barriers].
+  MLA_HOST_DEVICE constexpr std::size_t stage_offset(int stage) const { return q_bytes() + stage * stage_bytes(); }
+  MLA_HOST_DEVICE constexpr std::size_t barrier_offset() const { return stage_offset(stages); }
+  // The dynamic allocation: the layout plus the slack to align its base.
+  MLA_HOST_DEVICE constexpr std::size_t shared_bytes() const {
+    return barrier_offset() + barrier_bytes + swizzle_atom_bytes;
+  }
+  MLA_HOST_DEVICE constexpr int fragment_registers() const { return head_dim_v / 2 + block_cols / 2 + 4; }
+};
+
+MLA_HOST_DEVICE constexpr bool is_wgmma_n(int n) { return n == 64 || n == 96 || n == 128 || n == 192 || n == 256; }
+
+MLA_HOST_DEVICE constexpr bool is_valid(const HopperTileConfig& c) {
+  if (c.block_cols <= 0) return false;
+  // Whole panels; S = Q K^T and O += P V are single wgmma shapes (N = keys, N = dv);
+  // P V takes its keys in k-steps of 16; a TMA box has at most 256 rows.
+  const bool panels = c.head_dim_qk % panel_elements == 0 && c.head_dim_v % panel_elements == 0;
+  const bool shapes = is_wgmma_n(c.block_cols) && is_wgmma_n(c.head_dim_v) && c.block_cols % 16 == 0;
+  const bool boxes = c.block_cols <= 256 && block_rows <= 256;
+  const bool fits = c.shared_bytes() <= max_shared_bytes && c.fragment_registers() <= fragment_register_budget;
+  return panels && shapes && boxes && fits;
+}
+
+// Largest key tile first: 128 keys (wgmma m64n128k16 for S) where O, S and
+// the stages fit; 256/256 drops to 64 keys (O alone is 128 registers).
+inline constexpr HopperTileConfig tile_candidates[] = {{0, 0, 128}, {0, 0, 64}};
+
+inline constexpr HopperTileConfig hopper_tile_configs[] = {
+#define MLA_FLASH_SHAPE(nope, rope, v) gpu::first_fitting_tile(tile_candidates, (nope) + (rope), (v)),
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
+};
+
+static_assert(gpu::every_tile_is_valid(hopper_tile_configs),
+              "a shape of cuda_hip/flash_shapes.def has no HOPPER_FLASH tile that fits");
+
+constexpr const HopperTileConfig* find_hopper_tile_config(int head_dim_qk, int head_dim_v) {
+  return gpu::find_tile(hopper_tile_configs, head_dim_qk, head_dim_v);
+}
+
+template <int HeadDimQk, int HeadDimV>
+struct HopperTile {
+  static_assert(find_hopper_tile_config(HeadDimQk, HeadDimV) != nullptr, "no tile configuration for these head dims");
+  static constexpr HopperTileConfig value = *find_hopper_tile_config(HeadDimQk, HeadDimV);
+};
+
+// Heads per L2 group: blocks walk the tiles of a group of heads (heaviest
+// query tile first) before the next group, so the K and V of the heads in
+// flight stay in L2. The largest divisor of num_heads up to `max_group`.
+MLA_HOST_DEVICE constexpr int head_group(int num_heads, int max_group = 16) {
+  int group = 1;
+  for (int g = 1; g <= max_group && g <= num_heads; ++g) {
+    if (num_heads % g == 0) group = g;
+  }
+  return group;
+}
+
+}  // namespace mla::hopper_flash

@@ -1,0 +1,49 @@
+// Runtime (dtype, head dims, causal) -> compiled HOPPER_FLASH instantiation:
+// one branch per shape of cuda_hip/flash_shapes.def.
+#include <string>
+
+#include "cuda_hip/flash_dims.hpp"
+#include "cuda_hip/gpu_runtime.hpp"
+#include "hopper_config.hpp"
+#include "hopper_instances.hpp"
+#include "hopper_launch.hpp"
+#include "mla/error.hpp"
+
+namespace mla::hopper_flash {
+namespace {
+
+template <class T, int HeadDimQk, int HeadDimV>
+void launch_causal_or_not(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
+  if (params.causal) {
+    launch_hopper_forward<T, HeadDimQk, HeadDimV, true>(params, stream, device);
+  } else {
+    launch_hopper_forward<T, HeadDimQk, HeadDimV, false>(params, stream, device);
+  }
+}
+
+template <class T>
+void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, gpu::Stream stream,
+                     const LaunchDevice& device) {
+#define MLA_FLASH_SHAPE(nope, rope, v)                     \
+  if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
+    return launch_causal_or_not<T, (nope) + (rope), (v)>(params, stream, device);
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
+  raise(ErrorCategory::internal, "HOPPER_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
+                                     std::to_string(head_dim_v) + " have a tile configuration but no kernel");
+}
+
+}  // namespace
+
+void launch_hopper_flash(Queue& queue, const FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
+  gpu::DeviceGuard guard(queue.device_index());
+  const gpu::Stream stream = gpu::stream_of(queue);
+  const LaunchDevice device{queue.capability().shared_memory_per_block, queue.capability().multiprocessors};
+  if (dtype == DType::bfloat16) {
+    launch_for_dims<__nv_bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream, device);
+  } else {
+    launch_for_dims<__half>(params, kernel.head_dim_qk, kernel.head_dim_v, stream, device);
+  }
+}
+
+}  // namespace mla::hopper_flash

@@ -1,0 +1,417 @@
+// The HOPPER_FLASH forward kernel: flash attention on sm_90a's warpgroup MMA
+// (wgmma), tensor memory accelerator (TMA) and mbarriers. Its launcher is in
+// hopper_launch.cuh; the GPU emulator (backends/simt) compiles this same
+// header with a host compiler, so every Hopper instruction comes through
+// sm90_primitives.cuh and no vendor runtime header is named here.
+//
+// A persistent grid: each block walks the (query tile, head) pairs with a
+// stride of the grid size, heaviest query tiles first within each group of
+// heads (hopper_config.hpp, head_group). A block is three warpgroups:
+//   producer (warpgroup 0, one elected thread): per tile, Q by TMA once
+//     (q_full / q_empty), then the K and V tiles through a 2-stage pipeline
+//     (full / empty per stage, expect_tx of the stage's box bytes);
+//   consumers (warpgroups 1 and 2, 64 query rows each): per key tile
+//     S = Q K^T   (wgmma m64nNk16, Q and K from 128-byte swizzled shared memory)
+//     scale into the log2 domain, mask (masked tiles only), online softmax
+//     O = O * rescale; O += P V (wgmma with P from registers, V MN-major)
+//     then release the stage. The epilogue divides by the row sum and writes
+//     O (q's dtype or fp8 e4m3) and the natural-log LSE straight from the
+//     accumulators, predicated per row: a TMA store could not stop at a
+//     sequence's end in a varlen batch.
+// Key tiles run from the last to the first, so the causal diagonal tiles
+// (masked) come first and the rest run without mask code; key tiles past a
+// query tile's causal end are never loaded. Boxes may read rows of the
+// neighbouring sequence: keys past seqlen_k are masked (never trusted) and
+// rows past seqlen_q are never stored.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/hopper_config.hpp"
+#include "cuda/hopper_kernel_params.hpp"
+#include "cuda/sm80_primitives.cuh"
+#include "cuda/sm90_primitives.cuh"
+#include "cuda_hip/flash_params.hpp"
+#include "cuda_hip/softmax.hpp"
+#include "cuda_hip/work_schedule.hpp"
+#include "mla/detail/numeric.hpp"
+
+// Kernel parameters whose address is taken (the tensor maps) must stay in the
+// constant bank: __grid_constant__ under nvcc; a host compiler has no such
+// qualifier and needs none.
+#if !defined(__grid_constant__)
+#define __grid_constant__
+#endif
+
+namespace mla::hopper_flash {
+
+using gpu::FlashParams;
+namespace sm90 = cuda_flash::sm90;
+
+namespace detail {
+
+// Tile t of the schedule: heads in groups of `group`; within a group the work
+// items in list order (heaviest first), each for every head of the group.
+struct TileAssignment {
+  int work = 0;
+  int head = 0;
+};
+
+__device__ inline TileAssignment assign(int t, int num_work, int group) {
+  const int per_group = num_work * group;
+  const int g = t / per_group;
+  const int r = t - g * per_group;
+  return {r / group, g * group + r % group};
+}
+
+// One query tile of one head, as both roles see it (they must agree on every
+// bound, or the barrier phases drift apart).
+struct TileBounds {
+  bool empty = true;  // past the end of its sequence: no loads, no output
+  int q_start = 0;
+  int seqlen_q = 0;
+  int row0 = 0;
+  int k_start = 0;
+  int seqlen_k = 0;
+  int key_tiles = 0;
+  int unmasked_tiles = 0;
+};
+
+template <bool Causal>
+__device__ inline TileBounds bounds(const FlashParams& p, int work, int block_cols) {
+  TileBounds b;
+  const gpu::WorkItem item = gpu::work_item(p.work, p.tiles_per_seq, work);
+  b.q_start = p.cu_seqlens_q[item.seq];
+  b.seqlen_q = p.cu_seqlens_q[item.seq + 1] - b.q_start;
+  b.row0 = item.q_tile * block_rows;
+  if (b.row0 >= b.seqlen_q) return b;
+  b.empty = false;
+  b.k_start = p.cu_seqlens_k[item.seq];
+  b.seqlen_k = p.cu_seqlens_k[item.seq + 1] - b.k_start;
+  const gpu::TileShape tile{block_rows, block_cols};
+  b.key_tiles = gpu::key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
+  b.unmasked_tiles = gpu::unmasked_key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
+  return b;
+}
+
+__device__ inline float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// S = Q K^T for one consumer warpgroup's 64 rows and the stage's block_cols
+// keys. Both operands K-major with the 128-byte swizzle: a k-step of 16
+// elements is 32 bytes along a 128-byte row, so the descriptors start
+// 32 bytes further per step and a panel further per 4 steps; 8-row groups
+// are 1024 bytes apart (stride byte offset); the leading byte offset is
+// unused by swizzled K-major operands.
+template <class T, int HeadDimQk, int BlockCols>
+__device__ inline void qk_gemm(float (&s)[BlockCols / 2], const unsigned char* q_rows, const unsigned char* k_tile) {
+  constexpr std::size_t q_panel = static_cast<std::size_t>(block_rows) * panel_row_bytes;
+  constexpr std::size_t k_panel = static_cast<std::size_t>(BlockCols) * panel_row_bytes;
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < HeadDimQk / 16; ++ks) {
+    const std::size_t step = static_cast<std::size_t>(ks % 4) * 32;
+    const std::uint64_t a =
+        sm90::make_smem_descriptor(q_rows + (ks / 4) * q_panel + step, sm90::Swizzle::bytes128, 16, swizzle_atom_bytes);
+    const std::uint64_t b =
+        sm90::make_smem_descriptor(k_tile + (ks / 4) * k_panel + step, sm90::Swizzle::bytes128, 16, swizzle_atom_bytes);
+    sm90::wgmma_ss<T, BlockCols, false>(s, a, b, ks > 0 ? 1 : 0);
+  }
+  sm90::wgmma_commit_group();
+}
+
+// P as the A fragments of O += P V: the m64k16 A fragment of keys
+// 16kk..16kk+15 is the D fragment of S's 8-key blocks 2kk and 2kk+1 (rows g
+// and g+8, keys 2(lane%4) + {0, 1} and + 8), rounded to T.
+template <class T, int BlockCols>
+__device__ inline void pack_p(std::uint32_t (&p_frag)[BlockCols / 16][4], const float (&s)[BlockCols / 2]) {
+  const cuda_flash::sm80::Pack2<T> pack{};
+#pragma unroll
+  for (int kk = 0; kk < BlockCols / 16; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p_frag[kk][i] = pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+  }
+}
+
+// O += P V: one k-step of 16 keys per wgmma, P from registers. V is
+// [key][dv] in panels of 64 dv columns, which makes B (keys x dv) MN-major:
+// 8-key groups 1024 bytes apart (stride byte offset), 64-column panels a
+// panel apart (leading byte offset). The fragments are packed before the
+// fence: a register written between two wgmmas would make ptxas serialize
+// them (an injected warpgroup.arrive).
+template <class T, int HeadDimV, int BlockCols>
+__device__ inline void pv_gemm(float (&o)[HeadDimV / 2], const std::uint32_t (&p_frag)[BlockCols / 16][4],
+                               const unsigned char* v_tile) {
+  constexpr unsigned v_panel = static_cast<unsigned>(BlockCols) * panel_row_bytes;
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BlockCols / 16; ++kk) {
+    const std::uint64_t b = sm90::make_smem_descriptor(v_tile + static_cast<std::size_t>(kk) * 16 * panel_row_bytes,
+                                                       sm90::Swizzle::bytes128, v_panel, swizzle_atom_bytes);
+    sm90::wgmma_rs<T, HeadDimV, true>(o, p_frag[kk], b, 1);
+  }
+  sm90::wgmma_commit_group();
+}
+
+// One key tile's online softmax on S (in place: S becomes P), for this
+// thread's rows g and g+8. Scores go to the log2 domain; a masked tile (the
+// causal diagonal, the sequence's last keys) also drops keys past each row's
+// end, and only masked tiles carry that code. Returns through `rescale` the
+// factor O must be multiplied by before this tile's P V adds to it.
+template <bool Masked, int BlockCols>
+__device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max)[2], float (&row_sum)[2],
+                                      float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
+                                      int quad_col) {
+#pragma unroll
+  for (int j = 0; j < BlockCols / 2; ++j) s[j] *= scale_log2;
+  if constexpr (Masked) {
+#pragma unroll
+    for (int j = 0; j < BlockCols / 2; ++j) {
+      const int key = kt * BlockCols + (j / 4) * 8 + quad_col + (j % 2);
+      if (key >= key_end[(j / 2) % 2]) s[j] = -INFINITY;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < BlockCols / 8; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
+    const float new_max = fmaxf(row_max[r], quad_max(tile_max));
+    const float base = gpu::exp2_base(new_max);
+    rescale[r] = gpu::rescale_factor(row_max[r], base);
+    row_max[r] = new_max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < BlockCols / 8; ++n) {
+      s[4 * n + 2 * r] = exp2f(s[4 * n + 2 * r] - base);
+      s[4 * n + 2 * r + 1] = exp2f(s[4 * n + 2 * r + 1] - base);
+      sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
+    }
+    row_sum[r] = row_sum[r] * rescale[r] + sum;
+  }
+}
+
+template <int HeadDimV>
+__device__ inline void rescale_o(float (&o)[HeadDimV / 2], const float (&rescale)[2]) {
+#pragma unroll
+  for (int n = 0; n < HeadDimV / 8; ++n) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      o[4 * n + 2 * r] *= rescale[r];
+      o[4 * n + 2 * r + 1] *= rescale[r];
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+__global__ void __launch_bounds__(block_threads, 1)
+    hopper_flash_kernel(const FlashParams p, const HopperSchedule schedule,
+                        const __grid_constant__ sm90::TensorMap q_map, const __grid_constant__ sm90::TensorMap k_map,
+                        const __grid_constant__ sm90::TensorMap v_map) {
+  constexpr HopperTileConfig cfg = HopperTile<HeadDimQk, HeadDimV>::value;
+  constexpr int block_cols = cfg.block_cols;
+  constexpr int qk_panels = cfg.qk_panels();
+  constexpr int v_panels = cfg.v_panels();
+  static_assert(HeadDimV <= 256 && block_cols <= 256, "one wgmma per GEMM row block");
+
+  extern __shared__ __align__(16) unsigned char shared[];
+  // The swizzle pattern is anchored at 1024-byte boundaries: align the base
+  // (the allocation has the slack) instead of trusting the runtime to place
+  // dynamic shared memory on one (it promises 16 bytes).
+  const std::uint32_t misalign = sm90::shared_address(shared) % swizzle_atom_bytes;
+  unsigned char* const smem = shared + (misalign == 0 ? 0 : swizzle_atom_bytes - misalign);
+  unsigned char* const q_smem = smem;
+  const auto k_smem = [&](int stage) { return smem + cfg.stage_offset(stage); };
+  const auto v_smem = [&](int stage) { return smem + cfg.stage_offset(stage) + cfg.k_bytes(); };
+  auto* const bars = reinterpret_cast<std::uint64_t*>(smem + cfg.barrier_offset());
+  std::uint64_t* const q_full = bars;
+  std::uint64_t* const q_empty = bars + 1;
+  const auto kv_full = [&](int stage) { return bars + 2 + stage; };
+  const auto kv_empty = [&](int stage) { return bars + 2 + stages + stage; };
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warpgroup = tid / warpgroup_threads;
+  if (tid == 0) {
+    sm90::mbarrier_init(q_full, 1);
+    sm90::mbarrier_init(q_empty, consumer_threads);
+    for (int stage = 0; stage < stages; ++stage) {
+      sm90::mbarrier_init(kv_full(stage), 1);
+      sm90::mbarrier_init(kv_empty(stage), consumer_threads);
+    }
+    sm90::fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int first_tile = static_cast<int>(blockIdx.x);
+  const int tile_step = static_cast<int>(gridDim.x);
+
+  if (warpgroup == 0) {
+    // Producer: one thread issues every copy; the rest of the warpgroup idles.
+    sm90::setmaxnreg_decrease<producer_registers>();
+    if (tid / 32 == 0 && sm90::elect_one_sync()) {
+      sm90::prefetch_tensor_map(&q_map);
+      sm90::prefetch_tensor_map(&k_map);
+      sm90::prefetch_tensor_map(&v_map);
+      unsigned q_phase = 0;
+      int it = 0;  // key tiles loaded so far: stage it % 2, phase (it / 2) % 2
+      for (int t = first_tile; t < schedule.total_tiles; t += tile_step) {
+        const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group);
+        const detail::TileBounds b = detail::bounds<Causal>(p, a.work, block_cols);
+        if (b.empty) continue;
+        // The consumers of the previous tile released Q (the first wait, on a
+        // fresh barrier, passes: parity 1 is the phase before the first).
+        sm90::mbarrier_wait_parity(q_empty, q_phase ^ 1u);
+        sm90::mbarrier_arrive_expect_tx(q_full, static_cast<unsigned>(cfg.q_bytes()));
+#pragma unroll
+        for (int panel = 0; panel < qk_panels; ++panel) {
+          sm90::tma_load_3d(q_smem + panel * cfg.q_panel_bytes(), &q_map, q_full, panel * panel_elements,
+                            b.q_start + b.row0, a.head);
+        }
+        q_phase ^= 1u;
+        for (int i = 0; i < b.key_tiles; ++i, ++it) {
+          const int kt = b.key_tiles - 1 - i;
+          const int stage = it % stages;
+          const unsigned phase = static_cast<unsigned>(it / stages) & 1u;
+          sm90::mbarrier_wait_parity(kv_empty(stage), phase ^ 1u);
+          sm90::mbarrier_arrive_expect_tx(kv_full(stage), static_cast<unsigned>(cfg.stage_bytes()));
+          const int key = b.k_start + kt * block_cols;
+#pragma unroll
+          for (int panel = 0; panel < qk_panels; ++panel) {
+            sm90::tma_load_3d(k_smem(stage) + panel * cfg.kv_panel_bytes(), &k_map, kv_full(stage),
+                              panel * panel_elements, key, a.head);
+          }
+#pragma unroll
+          for (int panel = 0; panel < v_panels; ++panel) {
+            sm90::tma_load_3d(v_smem(stage) + panel * cfg.kv_panel_bytes(), &v_map, kv_full(stage),
+                              panel * panel_elements, key, a.head);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  sm90::setmaxnreg_increase<consumer_registers>();
+  const int consumer = warpgroup - 1;
+  const int warp = (tid % warpgroup_threads) / 32;  // within the warpgroup: rows 16 warp ..
+  const int lane = tid % 32;
+  const int quad_col = 2 * (lane % 4);
+  // This thread's accumulator rows within the block: r = 0 and r = 1 (8 below).
+  const int thread_row = consumer * rows_per_consumer + warp * 16 + lane / 4;
+  const unsigned char* const q_rows = q_smem + consumer * rows_per_consumer * panel_row_bytes;
+  const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
+  const cuda_flash::sm80::Pack2<T> pack{};
+  unsigned q_phase = 0;
+  int it = 0;
+  for (int t = first_tile; t < schedule.total_tiles; t += tile_step) {
+    const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group);
+    const detail::TileBounds b = detail::bounds<Causal>(p, a.work, block_cols);
+    if (b.empty) continue;
+    float o[HeadDimV / 2];
+#pragma unroll
+    for (int i = 0; i < HeadDimV / 2; ++i) o[i] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
+    float row_sum[2] = {0.0f, 0.0f};            // this thread's columns until the epilogue
+    const int key_end[2] = {numeric::causal_key_end(b.row0 + thread_row, b.seqlen_q, b.seqlen_k, Causal),
+                            numeric::causal_key_end(b.row0 + thread_row + 8, b.seqlen_q, b.seqlen_k, Causal)};
+
+    sm90::mbarrier_wait_parity(q_full, q_phase);
+    if (b.key_tiles > 0) {
+      // Key tiles run last to first, the masked ones (the causal diagonal and
+      // the sequence's last keys) before the rest. Within the loop the P V of
+      // tile i - 1 runs on the tensor cores while tile i's softmax runs:
+      //   issue S_i = Q K_i^T; issue O += P_{i-1} V_{i-1}; wait for S_i;
+      //   softmax(S_i); wait for the P V; release stage i - 1; rescale O.
+      const int masked_tiles = b.key_tiles - b.unmasked_tiles;
+      float s[block_cols / 2];
+      std::uint32_t p_frag[block_cols / 16][4];
+      float rescale[2];
+      int prev_stage = it % stages;
+      sm90::mbarrier_wait_parity(kv_full(prev_stage), static_cast<unsigned>(it / stages) & 1u);
+      detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(prev_stage));
+      sm90::wgmma_wait_group<0>();
+      sm90::wgmma_fence_operand(s);
+      if (masked_tiles > 0) {
+        detail::online_softmax<true, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.key_tiles - 1, key_end,
+                                                 quad_col);
+      } else {
+        detail::online_softmax<false, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.key_tiles - 1, key_end,
+                                                  quad_col);
+      }
+      detail::pack_p<T, block_cols>(p_frag, s);
+      ++it;
+      const auto step = [&](int i, auto masked) {
+        const int stage = it % stages;
+        sm90::mbarrier_wait_parity(kv_full(stage), static_cast<unsigned>(it / stages) & 1u);
+        detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(stage));
+        sm90::wgmma_fence_operand(o);
+        detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
+        sm90::wgmma_wait_group<1>();  // S_i has landed; the P V may still run
+        sm90::wgmma_fence_operand(s);
+        detail::online_softmax<decltype(masked)::value, block_cols>(s, row_max, row_sum, rescale, p.scale_log2,
+                                                                    b.key_tiles - 1 - i, key_end, quad_col);
+        sm90::wgmma_wait_group<0>();
+        sm90::wgmma_fence_operand(o);
+        // The wgmmas that read the previous stage have completed: the producer may refill it.
+        sm90::mbarrier_arrive(kv_empty(prev_stage));
+        detail::rescale_o<HeadDimV>(o, rescale);
+        detail::pack_p<T, block_cols>(p_frag, s);
+        prev_stage = stage;
+        ++it;
+      };
+      int i = 1;
+      for (; i < masked_tiles; ++i) step(i, std::true_type{});
+      for (; i < b.key_tiles; ++i) step(i, std::false_type{});
+      sm90::wgmma_fence_operand(o);
+      detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
+      sm90::wgmma_wait_group<0>();
+      sm90::wgmma_fence_operand(o);
+      sm90::mbarrier_arrive(kv_empty(prev_stage));
+    }
+    // Every wgmma that read Q has completed (waited above).
+    sm90::mbarrier_arrive(q_empty);
+    q_phase ^= 1u;
+
+    // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = detail::quad_sum(row_sum[r]);
+      const float factor = gpu::output_factor(sum);
+      const float lse = gpu::natural_lse(row_max[r], sum);
+      const int row = b.row0 + thread_row + 8 * r;  // within the sequence
+      if (row >= b.seqlen_q) continue;
+      const std::int64_t token = static_cast<std::int64_t>(b.q_start) + row;
+      const std::int64_t out_offset = token * p.out_row_stride + static_cast<std::int64_t>(a.head) * p.out_head_stride;
+#pragma unroll
+      for (int n = 0; n < HeadDimV / 8; ++n) {
+        const int col = n * 8 + quad_col;
+        const float lo = o[4 * n + 2 * r] * factor;
+        const float hi = o[4 * n + 2 * r + 1] * factor;
+        if (p.out_fp8) {
+          const auto bits = static_cast<std::uint16_t>(numeric::float_to_fp8_e4m3(lo / out_scale) |
+                                                       (numeric::float_to_fp8_e4m3(hi / out_scale) << 8));
+          *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
+        } else {
+          *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);
+        }
+      }
+      if (p.lse != nullptr && lane % 4 == 0) {
+        p.lse[static_cast<std::int64_t>(a.head) * p.lse_head_stride + token * p.lse_token_stride] = lse;
+      }
+    }
+  }
+}
+
+}  // namespace mla::hopper_flash

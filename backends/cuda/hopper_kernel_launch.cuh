@@ -1,0 +1,46 @@
+// The <<<>>> launch of the HOPPER_FLASH kernel: shared-memory opt-in, the
+// persistent grid, the tensor maps and the launch error, named after the
+// instantiation. Included only by hopper_instantiate.cuh.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <type_traits>
+
+#include "cuda_hip/gpu_runtime.hpp"
+#include "hopper_instances.hpp"
+#include "hopper_kernel.cuh"
+#include "hopper_maps.hpp"
+#include "hopper_schedule.hpp"
+
+namespace mla::hopper_flash {
+
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
+  constexpr HopperTileConfig cfg = HopperTile<HeadDimQk, HeadDimV>::value;
+  const std::string name = std::string("hopper_flash<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") +
+                           ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
+                           (Causal ? ", causal>" : ", non-causal>");
+  if (cfg.shared_bytes() > device.shared_limit) {
+    raise(ErrorCategory::not_supported, name + " needs " + std::to_string(cfg.shared_bytes()) +
+                                            " bytes of shared memory per block; the device allows " +
+                                            std::to_string(device.shared_limit));
+  }
+  const PersistentGrid grid = persistent_grid(params, device.multiprocessors, name);
+  if (grid.blocks == 0) return;
+  const HopperMaps maps = make_hopper_maps(params, cfg);
+  auto* kernel = &hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>;
+  gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(cfg.shared_bytes()), name);
+  kernel<<<static_cast<unsigned>(grid.blocks), block_threads, cfg.shared_bytes(), stream>>>(params, grid.schedule,
+                                                                                            maps.q, maps.k, maps.v);
+  gpu::check_launch(name, std::to_string(grid.blocks) + " persistent blocks over " +
+                              std::to_string(grid.schedule.total_tiles) + " tiles (" + std::to_string(params.num_work) +
+                              " work items x " + std::to_string(params.num_heads) + " heads), " +
+                              std::to_string(cfg.shared_bytes()) + " bytes of shared memory");
+}
+
+}  // namespace mla::hopper_flash

@@ -1,0 +1,134 @@
+// The HOPPER_FLASH kernel, compiled by the host compiler against the emulated
+// sm_90a primitives, and its launches: every row of its tile table, bf16 and
+// fp16, causal and not, as the real dispatcher has them.
+#include "simt/hopper_flash_emulated.hpp"
+
+#include <iterator>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "cuda/hopper_kernel.cuh"
+#include "cuda/hopper_kernel_choice.hpp"
+#include "cuda/hopper_maps.hpp"
+#include "cuda/hopper_schedule.hpp"
+#include "cuda_hip/flash_dims.hpp"
+#include "cuda_hip/gpu_flash_backend.hpp"
+#include "mla/error.hpp"
+#include "simt/cuda_flash_emulated.hpp"
+#include "simt/latents_emulated.hpp"
+#include "simt/merge_emulated.hpp"
+#include "simt/projection_emulated.hpp"
+
+namespace mla::hopper_flash {
+// The kernel's `extern __shared__` array: under emulation an anchor whose
+// address stands for the running block's dynamic shared memory, as large as
+// a Hopper block's so that the kernel's pointers into it stay in bounds.
+alignas(16) unsigned char shared[simt::shared_anchor_bytes];
+}  // namespace mla::hopper_flash
+
+namespace mla::simt {
+namespace {
+
+using gpu::FlashParams;
+
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+void run(const FlashParams& params) {
+  constexpr hopper_flash::HopperTileConfig cfg = hopper_flash::HopperTile<HeadDimQk, HeadDimV>::value;
+  const std::string name = std::string("hopper_flash<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") +
+                           ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
+                           (Causal ? ", causal>" : ", non-causal>");
+  const hopper_flash::PersistentGrid grid = hopper_flash::persistent_grid(params, hopper_emulated_blocks, name);
+  if (grid.blocks == 0) return;
+  const hopper_flash::HopperMaps maps = hopper_flash::make_hopper_maps(params, cfg);
+  LaunchConfig config;
+  config.kernel = name;
+  config.grid.x = static_cast<unsigned>(grid.blocks);
+  config.block.x = static_cast<unsigned>(hopper_flash::block_threads);
+  config.warp_size = 32;
+  config.dynamic_shared_bytes = cfg.shared_bytes();
+  config.dynamic_shared_symbol = hopper_flash::shared;
+  // As declared in the kernel: 16 bytes, so every emulated launch runs the
+  // kernel's own alignment of its tiles to 1024 bytes.
+  config.dynamic_shared_alignment = 16;
+  config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
+  const hopper_flash::HopperSchedule schedule = grid.schedule;
+  launch(config, [&params, &schedule, &maps] {
+    hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>(params, schedule, maps.q, maps.k, maps.v);
+  });
+}
+
+template <class T, std::size_t... Row>
+void dispatch(const FlashParams& params, int head_dim_qk, int head_dim_v, std::index_sequence<Row...>) {
+  constexpr auto& rows = hopper_flash::hopper_tile_configs;
+  const bool launched = ((rows[Row].head_dim_qk == head_dim_qk && rows[Row].head_dim_v == head_dim_v &&
+                          (params.causal ? run<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, true>(params)
+                                         : run<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, false>(params),
+                           true)) ||
+                         ...);
+  if (!launched) {
+    raise(ErrorCategory::not_supported, "emulated HOPPER_FLASH has no kernel for qk head dim " +
+                                            std::to_string(head_dim_qk) + " and v head dim " +
+                                            std::to_string(head_dim_v));
+  }
+}
+
+// The real chooser, asked about the kernel alone: the emulated device is the
+// host, whose queue and memory the kernel runs on.
+gpu::KernelChoice hopper_choice(const gpu::KernelRequest& request) {
+  return hopper_flash::choose_kernel({request.dtype, request.dims, nullptr});
+}
+
+void hopper_launch(Queue&, const FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
+  launch_hopper_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v);
+}
+
+void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
+
+void gather(Queue&, const LatentGather& gather, const TensorView& latents, const TensorView& k) {
+  gather_latents_emulated(gather, latents, k);
+}
+
+// CUDA_FLASH's up-projection (tensor cores), as the real HOPPER_FLASH uses.
+void project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k, const TensorView& v) {
+  project_latents_mma_emulated(latents, kv_b_proj, k, v);
+}
+
+// The emulated device is the host: its queue is the host queue, its memory host memory.
+constexpr gpu::FlashVendor hopper_vendor{
+    "HOPPER_FLASH (emulated)", DeviceBackend::host, hopper_choice, hopper_launch, merge, gather, project,
+};
+
+}  // namespace
+
+void launch_hopper_flash_emulated(const FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v) {
+  constexpr auto rows = std::make_index_sequence<std::size(hopper_flash::hopper_tile_configs)>{};
+  if (dtype == DType::bfloat16) {
+    dispatch<__nv_bfloat16>(params, head_dim_qk, head_dim_v, rows);
+  } else if (dtype == DType::float16) {
+    dispatch<__half>(params, head_dim_qk, head_dim_v, rows);
+  } else {
+    raise(ErrorCategory::not_supported,
+          "emulated HOPPER_FLASH runs float16 and bfloat16; got " + std::string(dtype_name(dtype)));
+  }
+}
+
+BackendEntry emulated_hopper_flash_entry() {
+  BackendDescription description;
+  description.name = hopper_vendor.backend_name;
+  description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
+  description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
+  description.fp8_output = true;
+  description.queue_kinds = {hopper_vendor.queue_backend};
+  description.availability = [] { return Availability{}; };
+  description.kernel_refusal = [](const SelectorConfig& request, const DeviceCapability& device) {
+    return hopper_vendor.choose({request.dtype, request.dims, &device}).refusal;
+  };
+  BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {
+    return std::make_unique<gpu::GpuFlashBackend>(params, hopper_vendor);
+  };
+  return {std::move(description), std::move(factory)};
+}
+
+}  // namespace mla::simt

@@ -1,0 +1,156 @@
+// HOPPER_FLASH's host-side pieces, without running the kernel: the tile
+// table, the persistent schedule (every (query tile, head) pair exactly
+// once, whatever the grid), the bounds both roles compute for a tile, and
+// the tensor maps the launcher builds (checked by the emulator's
+// make_tensor_map, which validates a spec as the GPU build's does).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "cuda/hopper_kernel.cuh"
+#include "cuda/hopper_maps.hpp"
+#include "cuda/hopper_schedule.hpp"
+#include "mla/error.hpp"
+
+namespace mla::hopper_flash {
+namespace {
+
+TEST(HopperTiles, EveryShapeFitsTheSm90Budgets) {
+  ASSERT_EQ(std::size(hopper_tile_configs), 3u);
+  for (const HopperTileConfig& c : hopper_tile_configs) {
+    EXPECT_TRUE(is_valid(c)) << c.head_dim_qk << "/" << c.head_dim_v;
+    EXPECT_LE(c.shared_bytes(), max_shared_bytes);
+    EXPECT_EQ(c.stage_bytes(), static_cast<std::size_t>(c.block_cols) * (c.head_dim_qk + c.head_dim_v) * 2);
+    EXPECT_EQ(c.barrier_offset() % 8, 0u);  // mbarriers are 8-byte objects
+    EXPECT_EQ(c.stage_offset(1) % swizzle_atom_bytes, 0u);
+    EXPECT_EQ((c.stage_offset(0) + c.k_bytes()) % swizzle_atom_bytes, 0u);
+  }
+  EXPECT_EQ(find_hopper_tile_config(192, 128)->block_cols, 128);
+  EXPECT_EQ(find_hopper_tile_config(128, 128)->block_cols, 128);
+  EXPECT_EQ(find_hopper_tile_config(256, 256)->block_cols, 64);
+  EXPECT_EQ(find_hopper_tile_config(192, 192), nullptr);
+  // setmaxnreg: the three warpgroups fit the register file.
+  EXPECT_LE(warpgroup_threads * (producer_registers + consumer_warpgroups * consumer_registers), 65536);
+}
+
+TEST(HopperSchedule, HeadGroupsDivideTheHeads) {
+  EXPECT_EQ(head_group(128), 16);
+  EXPECT_EQ(head_group(16), 16);
+  EXPECT_EQ(head_group(3), 3);
+  EXPECT_EQ(head_group(1), 1);
+  EXPECT_EQ(head_group(17), 1);
+  EXPECT_EQ(head_group(24), 12);
+}
+
+TEST(HopperSchedule, EveryTileOfEveryHeadExactlyOnce) {
+  for (const auto& [work, heads] : std::vector<std::pair<int, int>>{{1, 1}, {7, 3}, {5, 128}, {33, 24}, {2, 17}}) {
+    gpu::FlashParams params;
+    params.num_work = work;
+    params.num_heads = heads;
+    for (int sms : {1, 3, 132}) {
+      const PersistentGrid grid = persistent_grid(params, sms, "test");
+      ASSERT_EQ(grid.schedule.total_tiles, work * heads);
+      EXPECT_EQ(grid.blocks, std::min(work * heads, sms));
+      std::set<std::pair<int, int>> seen;
+      for (int block = 0; block < grid.blocks; ++block) {
+        for (int t = block; t < grid.schedule.total_tiles; t += grid.blocks) {
+          const detail::TileAssignment a = detail::assign(t, work, grid.schedule.head_group);
+          ASSERT_GE(a.work, 0);
+          ASSERT_LT(a.work, work);
+          ASSERT_GE(a.head, 0);
+          ASSERT_LT(a.head, heads);
+          EXPECT_TRUE(seen.insert({a.work, a.head}).second) << "tile " << t << " repeats";
+        }
+      }
+      EXPECT_EQ(seen.size(), static_cast<std::size_t>(work * heads));
+    }
+  }
+  gpu::FlashParams none;
+  EXPECT_EQ(persistent_grid(none, 132, "test").blocks, 0);
+}
+
+TEST(HopperSchedule, BoundsOfCausalTilesSkipFullyMaskedKeys) {
+  // 300 queries after 200 cached keys: 500 keys, bottom-right causal.
+  const std::vector<std::int32_t> cu_q = {0, 300}, cu_k = {0, 500};
+  gpu::FlashParams p;
+  p.cu_seqlens_q = cu_q.data();
+  p.cu_seqlens_k = cu_k.data();
+  p.tiles_per_seq = 3;
+  p.num_work = 3;
+  // Without a work list index 0 is the last (heaviest) query tile.
+  const detail::TileBounds last = detail::bounds<true>(p, 0, 128);
+  EXPECT_FALSE(last.empty);
+  EXPECT_EQ(last.row0, 256);
+  EXPECT_EQ(last.key_tiles, 4);       // keys 0..499
+  EXPECT_EQ(last.unmasked_tiles, 3);  // row 256 sees keys 0..456
+  const detail::TileBounds first = detail::bounds<true>(p, 2, 128);
+  EXPECT_EQ(first.row0, 0);
+  EXPECT_EQ(first.key_tiles, 3);  // row 127 sees keys 0..327: the tile of keys 384.. is never loaded
+  EXPECT_EQ(first.unmasked_tiles, 1);
+  p.tiles_per_seq = 4;  // a tile past the sequence's end: no loads, no output
+  EXPECT_TRUE(detail::bounds<true>(p, 0, 128).empty);
+}
+
+TEST(HopperMaps, ThreeDimensionalBoxesOf64ElementsSwizzled128) {
+  std::vector<std::uint16_t> q(40 * 3 * 200), k(50 * 3 * 192), v(50 * 3 * 128);
+  gpu::FlashParams p;
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.q_tokens = 40;
+  p.k_tokens = 50;
+  p.num_heads = 3;
+  p.q_row_stride = 3 * 200;  // padded rows
+  p.q_head_stride = 200;
+  p.k_row_stride = 3 * 192;
+  p.k_head_stride = 192;
+  p.v_row_stride = 3 * 128;
+  p.v_head_stride = 128;
+  const HopperTileConfig cfg = *find_hopper_tile_config(192, 128);
+  const HopperMaps maps = make_hopper_maps(p, cfg);
+  EXPECT_EQ(maps.q.base, q.data());
+  EXPECT_EQ(maps.q.rank, 3);
+  EXPECT_EQ(maps.q.dims[0], 192u);
+  EXPECT_EQ(maps.q.dims[1], 40u);
+  EXPECT_EQ(maps.q.dims[2], 3u);
+  EXPECT_EQ(maps.q.strides_bytes[0], 1200u);
+  EXPECT_EQ(maps.q.strides_bytes[1], 400u);
+  EXPECT_EQ(maps.q.box[0], 64u);
+  EXPECT_EQ(maps.q.box[1], 128u);
+  EXPECT_EQ(maps.q.box[2], 1u);
+  EXPECT_EQ(maps.q.swizzle, static_cast<int>(cuda_flash::sm90::Swizzle::bytes128));
+  EXPECT_EQ(maps.k.dims[1], 50u);
+  EXPECT_EQ(maps.k.box[1], 128u);
+  EXPECT_EQ(maps.v.dims[0], 128u);
+  EXPECT_EQ(maps.v.strides_bytes[0], 768u);
+
+  // One token and one head: their strides are free, the maps take dense ones.
+  p.q_tokens = 1;
+  p.k_tokens = 1;
+  p.num_heads = 1;
+  p.q_row_stride = 3;
+  p.q_head_stride = 0;
+  const HopperMaps single = make_hopper_maps(p, cfg);
+  EXPECT_EQ(single.q.strides_bytes[0], 384u);
+  EXPECT_EQ(single.q.strides_bytes[1], 384u);
+  // No keys at all: k and v still get valid maps, over q's memory (no box is loaded).
+  p.k_tokens = 0;
+  p.k = nullptr;
+  p.v = nullptr;
+  const HopperMaps no_keys = make_hopper_maps(p, cfg);
+  EXPECT_EQ(no_keys.k.base, q.data());
+  // A stride TMA cannot take is refused with the field named.
+  p.k_tokens = 50;
+  p.k = k.data();
+  p.v = v.data();
+  p.num_heads = 3;
+  p.q_tokens = 40;
+  p.q_row_stride = 3 * 200;
+  p.q_head_stride = 201;  // 402 bytes: not a multiple of 16
+  EXPECT_THROW(make_hopper_maps(p, cfg), Error);
+}
+
+}  // namespace
+}  // namespace mla::hopper_flash
