@@ -91,12 +91,16 @@ struct QuietLog {
 TEST(RegistryConcurrency, SelectorsAgreeWhileOverridesChange) {
   test::RegistryReset reset;
   QuietLog quiet;
-  // Every platform's list names only these two fakes; KOKKOS is valid, so
-  // every selection must say KOKKOS, from the cache or not.
+  // The GPU members ahead of KOKKOS on 9.0 are unavailable fakes (whatever
+  // this build compiled); KOKKOS is valid, so every selection must say
+  // KOKKOS, from the cache or not.
   register_mla_prefill_backend(MlaPrefillBackendKind::KOKKOS, test::make_fake_entry("KOKKOS"));
   register_mla_prefill_backend(
       MlaPrefillBackendKind::CUDA_FLASH,
       test::make_fake_entry("CUDA_FLASH", test::FakeSpec{}.unavailable_because("built without CUDA")));
+  register_mla_prefill_backend(
+      MlaPrefillBackendKind::HOPPER_FLASH,
+      test::make_fake_entry("HOPPER_FLASH", test::FakeSpec{}.unavailable_because("built without CUDA")));
   Config config = Config::builtin_defaults();
   Selector selector(config);
   const DeviceCapability platform = parse_platform("nvidia:9.0");
