@@ -163,37 +163,61 @@ __device__ inline void pv_gemm(float (&o)[HeadDimV / 2], const std::uint32_t (&p
 }
 
 // One key tile's online softmax on S (in place: S becomes P), for this
-// thread's rows g and g+8. Scores go to the log2 domain; a masked tile (the
-// causal diagonal, the sequence's last keys) also drops keys past each row's
-// end, and only masked tiles carry that code. Returns through `rescale` the
-// factor O must be multiplied by before this tile's P V adds to it.
+// thread's rows g and g+8, in the log2 domain. A masked tile (the causal
+// diagonal, the sequence's last keys) scales first and drops keys past each
+// row's end; only masked tiles carry that code. An unmasked tile takes the
+// row extreme of the raw scores (the max, or the min for a negative scale)
+// and folds scale and base into one FFMA before ex2.approx.ftz, as most
+// tiles are unmasked. Returns through `rescale` the factor O must be
+// multiplied by before this tile's P V adds to it.
 template <bool Masked, int BlockCols>
 __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max)[2], float (&row_sum)[2],
                                       float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
                                       int quad_col) {
-#pragma unroll
-  for (int j = 0; j < BlockCols / 2; ++j) s[j] *= scale_log2;
+  float tile_max[2];
   if constexpr (Masked) {
 #pragma unroll
     for (int j = 0; j < BlockCols / 2; ++j) {
       const int key = kt * BlockCols + (j / 4) * 8 + quad_col + (j % 2);
-      if (key >= key_end[(j / 2) % 2]) s[j] = -INFINITY;
+      s[j] = key >= key_end[(j / 2) % 2] ? -INFINITY : s[j] * scale_log2;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < BlockCols / 8; ++n) m = fmaxf(m, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
+      tile_max[r] = quad_max(m);
+    }
+  } else if (scale_log2 >= 0.0f) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < BlockCols / 8; ++n) m = fmaxf(m, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
+      tile_max[r] = quad_max(m) * scale_log2;
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = INFINITY;
+#pragma unroll
+      for (int n = 0; n < BlockCols / 8; ++n) m = fminf(m, fminf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
+      tile_max[r] = -quad_max(-m) * scale_log2;
     }
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < BlockCols / 8; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
-    const float new_max = fmaxf(row_max[r], quad_max(tile_max));
+    const float new_max = fmaxf(row_max[r], tile_max[r]);
     const float base = gpu::exp2_base(new_max);
     rescale[r] = gpu::rescale_factor(row_max[r], base);
     row_max[r] = new_max;
+    // Masked tiles hold scaled scores already: multiply by 1.
+    const float factor = Masked ? 1.0f : scale_log2;
     float sum = 0.0f;
 #pragma unroll
     for (int n = 0; n < BlockCols / 8; ++n) {
-      s[4 * n + 2 * r] = exp2f(s[4 * n + 2 * r] - base);
-      s[4 * n + 2 * r + 1] = exp2f(s[4 * n + 2 * r + 1] - base);
+      s[4 * n + 2 * r] = cuda_flash::sm80::exp2_ftz(fmaf(s[4 * n + 2 * r], factor, -base));
+      s[4 * n + 2 * r + 1] = cuda_flash::sm80::exp2_ftz(fmaf(s[4 * n + 2 * r + 1], factor, -base));
       sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
     }
     row_sum[r] = row_sum[r] * rescale[r] + sum;
@@ -374,14 +398,18 @@ __global__ void __launch_bounds__(block_threads, 1)
       int i = 1;
       for (; i < masked_tiles; ++i) step(i, std::true_type{});
       for (; i < b.key_tiles; ++i) step(i, std::false_type{});
+      // Every wgmma that read Q has completed (each S was waited for): the
+      // producer may load the next tile's Q while the last P V and the
+      // epilogue run, so the next tile starts without a gap.
+      sm90::mbarrier_arrive(q_empty);
       sm90::wgmma_fence_operand(o);
       detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
       sm90::wgmma_wait_group<0>();
       sm90::wgmma_fence_operand(o);
       sm90::mbarrier_arrive(kv_empty(prev_stage));
+    } else {
+      sm90::mbarrier_arrive(q_empty);  // no key: nothing read Q
     }
-    // Every wgmma that read Q has completed (waited above).
-    sm90::mbarrier_arrive(q_empty);
     q_phase ^= 1u;
 
     // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.

@@ -1,6 +1,7 @@
 // The sm_80 instructions the kernel is built from, as inline PTX: cp.async
 // with zero fill, ldmatrix (plain and transposed), mma.sync m16n8k16 with fp32
-// accumulation, and the register packing of two floats into bf16x2 / f16x2.
+// accumulation, ex2.approx.ftz, and the register packing of two floats into
+// bf16x2 / f16x2.
 // Under the GPU emulator (tests only) the same names come from simt/sm80.hpp.
 #pragma once
 
@@ -68,6 +69,15 @@ __device__ inline void mma_16816<__half>(float (&d)[4], const std::uint32_t (&a)
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 2^x as the special-function unit computes it, denormal inputs and results
+// flushed to zero: one MUFU.EX2. exp2f adds a range check and two multiplies
+// around it to keep denormal results, which softmax weights never need.
+__device__ inline float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // Two floats rounded to nearest into one register, `lo` in the low 16 bits.

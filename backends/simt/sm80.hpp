@@ -3,6 +3,7 @@
 // kernel's call site. Selected by the one #if in that header.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -43,6 +44,14 @@ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t 
                       const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
   constexpr simt::Element element = std::is_same_v<T, __nv_bfloat16> ? simt::Element::bfloat16 : simt::Element::float16;
   simt::mma_m16n8k16(element, d, a, b0, b1, {file, line});
+}
+
+// ex2.approx.ftz.f32: denormal inputs read as 0, denormal results become 0;
+// the host's exp2f stands in for the unit's approximation (within 2 ulp).
+inline float exp2_ftz(float x) {
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+  const float y = std::exp2f(x);
+  return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
 }
 
 template <class T>

@@ -141,6 +141,20 @@ TEST_P(CudaFlashTest, NonCausalNewTokens) {
   check_new_tokens(PrefillMetadata::from_lengths({77, 1, 190}, {140, 33, 0}, false));
 }
 
+TEST_P(CudaFlashTest, NegativeAndZeroScales) {
+  // A kernel may find a row's max on the raw scores (HOPPER_FLASH does on
+  // unmasked tiles): a negative scale makes the raw minimum the max, and 0
+  // weighs every key alike. -3 spreads a row's scores over hundreds of
+  // powers of two: exp2 overflows unless the row's true max is subtracted.
+  // 200 keys span unmasked and masked key tiles.
+  for (const float scale : {-3.0f, 0.0f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    scale_ = scale;
+    check_new_tokens(PrefillMetadata::from_lengths({200, 3}, {200, 70}, false));
+    check_new_tokens(PrefillMetadata::from_lengths({200}, {200}, true));
+  }
+}
+
 TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
   PrefillMetadata metadata = PrefillMetadata::from_lengths({65, 9, 130}, {65, 9, 130}, true);
   metadata.add_chunk({0, 200, 0});
