@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cuda_hip/tile_table.hpp"
 #include "mla/detail/host_device.hpp"
@@ -104,10 +105,27 @@ struct HopperTile {
   static constexpr HopperTileConfig value = *find_hopper_tile_config(HeadDimQk, HeadDimV);
 };
 
+// Heads per L2 group when the L2 size is not known.
+inline constexpr int default_max_head_group = 16;
+
+// The most heads whose K and V fit in half of an L2 of `l2_bytes` (the other
+// half is left to Q, O and what other heads still read), with `k_tokens` keys
+// per head (the whole batch's: an upper bound on what is in flight). An H200
+// (60 MiB of L2) at 192/128 gets 6 heads for 8k keys (groups of 4 of 128
+// heads), 3 for 16k and 16 (the default's cap) for 2k. 0 bytes: unknown, the
+// default.
+MLA_HOST_DEVICE constexpr int l2_max_head_group(std::size_t l2_bytes, std::int64_t k_tokens, int head_dim_qk,
+                                                int head_dim_v) {
+  const std::int64_t per_head = k_tokens * (head_dim_qk + head_dim_v) * 2;
+  if (l2_bytes == 0 || per_head <= 0) return default_max_head_group;
+  const std::int64_t fit = static_cast<std::int64_t>(l2_bytes / 2) / per_head;
+  return fit < 1 ? 1 : (fit > default_max_head_group ? default_max_head_group : static_cast<int>(fit));
+}
+
 // Heads per L2 group: blocks walk the tiles of a group of heads (heaviest
 // query tile first) before the next group, so the K and V of the heads in
 // flight stay in L2. The largest divisor of num_heads up to `max_group`.
-MLA_HOST_DEVICE constexpr int head_group(int num_heads, int max_group = 16) {
+MLA_HOST_DEVICE constexpr int head_group(int num_heads, int max_group = default_max_head_group) {
   int group = 1;
   for (int g = 1; g <= max_group && g <= num_heads; ++g) {
     if (num_heads % g == 0) group = g;

@@ -1,5 +1,7 @@
 // Runtime (dtype, head dims, causal) -> compiled HOPPER_FLASH instantiation:
 // one branch per shape of cuda_hip/flash_shapes.def.
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "cuda_hip/flash_dims.hpp"
@@ -33,12 +35,31 @@ void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v,
                                      std::to_string(head_dim_v) + " have a tile configuration but no kernel");
 }
 
+// MLA_HOPPER_HEAD_GROUP=n caps the heads per L2 group at n instead of sizing
+// the groups from the L2: a tuning knob for benchmarks. Unset or empty: 0.
+int head_group_override() {
+  const char* value = std::getenv("MLA_HOPPER_HEAD_GROUP");
+  if (value == nullptr || *value == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024) {
+    raise(ErrorCategory::invalid_argument,
+          std::string("MLA_HOPPER_HEAD_GROUP must be a whole number from 1 to 1024; got '") + value + "'");
+  }
+  return static_cast<int>(n);
+}
+
 }  // namespace
 
 void launch_hopper_flash(Queue& queue, const FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
   gpu::DeviceGuard guard(queue.device_index());
   const gpu::Stream stream = gpu::stream_of(queue);
-  const LaunchDevice device{queue.capability().shared_memory_per_block, queue.capability().multiprocessors};
+  LaunchDevice device{queue.capability().shared_memory_per_block, queue.capability().multiprocessors};
+  int l2_bytes = 0;
+  gpu::check(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, queue.device_index()), "DeviceGetAttribute",
+             "the L2 size of device " + std::to_string(queue.device_index()));
+  device.l2_bytes = static_cast<std::size_t>(std::max(l2_bytes, 0));
+  device.max_head_group = head_group_override();
   if (dtype == DType::bfloat16) {
     launch_for_dims<__nv_bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream, device);
   } else {

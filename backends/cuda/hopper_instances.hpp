@@ -20,6 +20,8 @@ using gpu::FlashParams;
 struct LaunchDevice {
   std::size_t shared_limit = 0;  // opt-in shared memory per block
   int multiprocessors = 0;       // the persistent grid's size
+  std::size_t l2_bytes = 0;      // sizes the head groups; 0: unknown
+  int max_head_group = 0;        // > 0: MLA_HOPPER_HEAD_GROUP's override of the L2 sizing
 };
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>

@@ -30,7 +30,10 @@ void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const 
                                             " bytes of shared memory per block; the device allows " +
                                             std::to_string(device.shared_limit));
   }
-  const PersistentGrid grid = persistent_grid(params, device.multiprocessors, name);
+  const int max_group = device.max_head_group > 0
+                            ? device.max_head_group
+                            : l2_max_head_group(device.l2_bytes, params.k_tokens, HeadDimQk, HeadDimV);
+  const PersistentGrid grid = persistent_grid(params, device.multiprocessors, max_group, name);
   if (grid.blocks == 0) return;
   const HopperMaps maps = make_hopper_maps(params, cfg);
   auto* kernel = &hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>;
@@ -39,8 +42,9 @@ void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const 
                                                                                             maps.q, maps.k, maps.v);
   gpu::check_launch(name, std::to_string(grid.blocks) + " persistent blocks over " +
                               std::to_string(grid.schedule.total_tiles) + " tiles (" + std::to_string(params.num_work) +
-                              " work items x " + std::to_string(params.num_heads) + " heads), " +
-                              std::to_string(cfg.shared_bytes()) + " bytes of shared memory");
+                              " work items x " + std::to_string(params.num_heads) + " heads in groups of " +
+                              std::to_string(grid.schedule.head_group) + "), " + std::to_string(cfg.shared_bytes()) +
+                              " bytes of shared memory");
 }
 
 }  // namespace mla::hopper_flash

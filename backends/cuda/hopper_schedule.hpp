@@ -20,9 +20,11 @@ struct PersistentGrid {
   HopperSchedule schedule;
 };
 
+// Heads are grouped up to `max_group` (hopper_config.hpp, l2_max_head_group).
 // Raises Error(invalid_argument) naming `kernel` when the tiles overflow the
 // kernel's int indices.
-inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multiprocessors, const std::string& kernel) {
+inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multiprocessors, int max_group,
+                                      const std::string& kernel) {
   PersistentGrid grid;
   const std::int64_t tiles = static_cast<std::int64_t>(params.num_work) * params.num_heads;
   if (tiles == 0) return grid;
@@ -32,7 +34,7 @@ inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multip
               " (query tile, head) pairs exceed the schedule's range; split the batch");
   }
   grid.schedule.total_tiles = static_cast<int>(tiles);
-  grid.schedule.head_group = head_group(params.num_heads);
+  grid.schedule.head_group = head_group(params.num_heads, max_group);
   grid.blocks = static_cast<int>(std::min<std::int64_t>(tiles, std::max(multiprocessors, 1)));
   return grid;
 }

@@ -39,7 +39,8 @@ void run(const FlashParams& params) {
   const std::string name = std::string("hopper_flash<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") +
                            ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
                            (Causal ? ", causal>" : ", non-causal>");
-  const hopper_flash::PersistentGrid grid = hopper_flash::persistent_grid(params, hopper_emulated_blocks, name);
+  const hopper_flash::PersistentGrid grid =
+      hopper_flash::persistent_grid(params, hopper_emulated_blocks, hopper_flash::default_max_head_group, name);
   if (grid.blocks == 0) return;
   const hopper_flash::HopperMaps maps = hopper_flash::make_hopper_maps(params, cfg);
   LaunchConfig config;

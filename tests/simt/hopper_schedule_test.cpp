@@ -42,6 +42,21 @@ TEST(HopperSchedule, HeadGroupsDivideTheHeads) {
   EXPECT_EQ(head_group(1), 1);
   EXPECT_EQ(head_group(17), 1);
   EXPECT_EQ(head_group(24), 12);
+  EXPECT_EQ(head_group(128, 5), 4);
+  EXPECT_EQ(head_group(24, 5), 4);
+}
+
+TEST(HopperSchedule, HeadGroupsAreSizedFromTheL2) {
+  constexpr std::size_t h200_l2 = 60u << 20;
+  // 192/128: 640 bytes of K and V per key and head; half of 60 MiB is 30 MiB.
+  EXPECT_EQ(l2_max_head_group(h200_l2, 8192, 192, 128), 6);  // 5 MiB per head
+  EXPECT_EQ(l2_max_head_group(h200_l2, 16384, 192, 128), 3);
+  EXPECT_EQ(l2_max_head_group(h200_l2, 1 << 20, 192, 128), 1);  // never 0
+  EXPECT_EQ(l2_max_head_group(h200_l2, 2048, 192, 128), default_max_head_group);
+  EXPECT_EQ(l2_max_head_group(0, 8192, 192, 128), default_max_head_group);  // unknown L2
+  EXPECT_EQ(l2_max_head_group(h200_l2, 0, 192, 128), default_max_head_group);
+  // What a launch at 8k then uses for DeepSeek-V3's 128 heads: a divisor.
+  EXPECT_EQ(head_group(128, l2_max_head_group(h200_l2, 8192, 192, 128)), 4);
 }
 
 TEST(HopperSchedule, EveryTileOfEveryHeadExactlyOnce) {
@@ -50,25 +65,27 @@ TEST(HopperSchedule, EveryTileOfEveryHeadExactlyOnce) {
     params.num_work = work;
     params.num_heads = heads;
     for (int sms : {1, 3, 132}) {
-      const PersistentGrid grid = persistent_grid(params, sms, "test");
-      ASSERT_EQ(grid.schedule.total_tiles, work * heads);
-      EXPECT_EQ(grid.blocks, std::min(work * heads, sms));
-      std::set<std::pair<int, int>> seen;
-      for (int block = 0; block < grid.blocks; ++block) {
-        for (int t = block; t < grid.schedule.total_tiles; t += grid.blocks) {
-          const detail::TileAssignment a = detail::assign(t, work, grid.schedule.head_group);
-          ASSERT_GE(a.work, 0);
-          ASSERT_LT(a.work, work);
-          ASSERT_GE(a.head, 0);
-          ASSERT_LT(a.head, heads);
-          EXPECT_TRUE(seen.insert({a.work, a.head}).second) << "tile " << t << " repeats";
+      for (int max_group : {1, 4, default_max_head_group}) {
+        const PersistentGrid grid = persistent_grid(params, sms, max_group, "test");
+        ASSERT_EQ(grid.schedule.total_tiles, work * heads);
+        EXPECT_EQ(grid.blocks, std::min(work * heads, sms));
+        std::set<std::pair<int, int>> seen;
+        for (int block = 0; block < grid.blocks; ++block) {
+          for (int t = block; t < grid.schedule.total_tiles; t += grid.blocks) {
+            const detail::TileAssignment a = detail::assign(t, work, grid.schedule.head_group);
+            ASSERT_GE(a.work, 0);
+            ASSERT_LT(a.work, work);
+            ASSERT_GE(a.head, 0);
+            ASSERT_LT(a.head, heads);
+            EXPECT_TRUE(seen.insert({a.work, a.head}).second) << "tile " << t << " repeats";
+          }
         }
+        EXPECT_EQ(seen.size(), static_cast<std::size_t>(work * heads));
       }
-      EXPECT_EQ(seen.size(), static_cast<std::size_t>(work * heads));
     }
   }
   gpu::FlashParams none;
-  EXPECT_EQ(persistent_grid(none, 132, "test").blocks, 0);
+  EXPECT_EQ(persistent_grid(none, 132, default_max_head_group, "test").blocks, 0);
 }
 
 TEST(HopperSchedule, BoundsOfCausalTilesSkipFullyMaskedKeys) {
