@@ -40,6 +40,9 @@ inline constexpr int fragment_register_budget = 184;
 // Six mbarriers: Q full / empty, K+V full / empty per stage.
 inline constexpr int stages = 2;
 inline constexpr std::size_t barrier_bytes = 8 * (2 + 2 * stages);
+// After the barriers: the tile the producer hands to the consumers with each
+// Q (an int, -1 when there is none left), padded to 8 bytes.
+inline constexpr std::size_t tile_slot_bytes = 8;
 
 struct HopperTileConfig {
   int head_dim_qk;
@@ -59,12 +62,13 @@ struct HopperTileConfig {
   MLA_HOST_DEVICE constexpr std::size_t v_bytes() const { return v_panels() * kv_panel_bytes(); }
   // Bytes the TMA boxes of one stage bring: the expect_tx of its full barrier.
   MLA_HOST_DEVICE constexpr std::size_t stage_bytes() const { return k_bytes() + v_bytes(); }
-  // Layout from the 1024-aligned base: [Q][stage 0: K, V][stage 1: K, V][barriers].
+  // Layout from the 1024-aligned base: [Q][stage 0: K, V][stage 1: K, V][barriers][tile slot].
   MLA_HOST_DEVICE constexpr std::size_t stage_offset(int stage) const { return q_bytes() + stage * stage_bytes(); }
   MLA_HOST_DEVICE constexpr std::size_t barrier_offset() const { return stage_offset(stages); }
+  MLA_HOST_DEVICE constexpr std::size_t tile_slot_offset() const { return barrier_offset() + barrier_bytes; }
   // The dynamic allocation: the layout plus the slack to align its base.
   MLA_HOST_DEVICE constexpr std::size_t shared_bytes() const {
-    return barrier_offset() + barrier_bytes + swizzle_atom_bytes;
+    return tile_slot_offset() + tile_slot_bytes + swizzle_atom_bytes;
   }
   MLA_HOST_DEVICE constexpr int fragment_registers() const { return head_dim_v / 2 + block_cols / 2 + 4; }
 };

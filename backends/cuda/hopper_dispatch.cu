@@ -1,7 +1,10 @@
 // Runtime (dtype, head dims, causal) -> compiled HOPPER_FLASH instantiation:
 // one branch per shape of cuda_hip/flash_shapes.def.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "cuda_hip/flash_dims.hpp"
@@ -49,6 +52,35 @@ int head_group_override() {
   return static_cast<int>(n);
 }
 
+// The pool the launches' tile counters come from, one per device, made on
+// first use and kept for the process. Not the device's default pool: that
+// one gives its memory back at every synchronization (release threshold 0)
+// and maps it again at the next allocation, tens of microseconds in front of
+// a kernel that may itself take 40; this one keeps what it has, and the
+// application's pools stay as it set them.
+cudaMemPool_t counter_pool(int device) {
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = pools.find(device);
+  if (found != pools.end()) return found->second;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  const std::string context = "HOPPER_FLASH's tile-counter pool on device " + std::to_string(device);
+  gpu::check(cudaMemPoolCreate(&pool, &props), "MemPoolCreate", context);
+  std::uint64_t keep_everything = UINT64_MAX;
+  const cudaError_t set = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything);
+  if (set != cudaSuccess) {
+    (void)cudaMemPoolDestroy(pool);
+    gpu::check(set, "MemPoolSetAttribute", context);
+  }
+  pools.emplace(device, pool);
+  return pool;
+}
+
 }  // namespace
 
 void launch_hopper_flash(Queue& queue, const FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
@@ -60,6 +92,7 @@ void launch_hopper_flash(Queue& queue, const FlashParams& params, DType dtype, c
              "the L2 size of device " + std::to_string(queue.device_index()));
   device.l2_bytes = static_cast<std::size_t>(std::max(l2_bytes, 0));
   device.max_head_group = head_group_override();
+  device.counter_pool = counter_pool(queue.device_index());
   if (dtype == DType::bfloat16) {
     launch_for_dims<__nv_bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream, device);
   } else {

@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <cstddef>
 
@@ -18,10 +19,11 @@ using gpu::FlashParams;
 
 // What the launcher needs of the device.
 struct LaunchDevice {
-  std::size_t shared_limit = 0;  // opt-in shared memory per block
-  int multiprocessors = 0;       // the persistent grid's size
-  std::size_t l2_bytes = 0;      // sizes the head groups; 0: unknown
-  int max_head_group = 0;        // > 0: MLA_HOPPER_HEAD_GROUP's override of the L2 sizing
+  std::size_t shared_limit = 0;          // opt-in shared memory per block
+  int multiprocessors = 0;               // the persistent grid's size
+  std::size_t l2_bytes = 0;              // sizes the head groups; 0: unknown
+  int max_head_group = 0;                // > 0: MLA_HOPPER_HEAD_GROUP's override of the L2 sizing
+  cudaMemPool_t counter_pool = nullptr;  // where the launch's tile counter comes from
 };
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>

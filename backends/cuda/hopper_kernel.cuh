@@ -4,12 +4,15 @@
 // header with a host compiler, so every Hopper instruction comes through
 // sm90_primitives.cuh and no vendor runtime header is named here.
 //
-// A persistent grid: each block walks the (query tile, head) pairs with a
-// stride of the grid size, heaviest query tiles first within each group of
-// heads (hopper_config.hpp, head_group). A block is three warpgroups:
-//   producer (warpgroup 0, one elected thread): per tile, Q by TMA once
-//     (q_full / q_empty), then the K and V tiles through a 2-stage pipeline
-//     (full / empty per stage, expect_tx of the stage's box bytes);
+// A persistent grid over the (query tile, head) pairs, heaviest query tiles
+// first within each group of heads (hopper_config.hpp, head_group): each
+// block takes the next tile from a counter when its producer is ready for
+// one (HopperSchedule), so the blocks that drew light tiles take more. A
+// block is three warpgroups:
+//   producer (warpgroup 0, one elected thread): per tile, the tile index into
+//     shared memory and Q by TMA once (q_full / q_empty), then the K and V
+//     tiles through a 2-stage pipeline (full / empty per stage, expect_tx of
+//     the stage's box bytes); at the end -1 into the slot;
 //   consumers (warpgroups 1 and 2, 64 query rows each): per key tile
 //     S = Q K^T   (wgmma m64nNk16, Q and K from 128-byte swizzled shared memory)
 //     scale into the log2 domain, mask (masked tiles only), online softmax
@@ -263,6 +266,7 @@ __global__ void __launch_bounds__(block_threads, 1)
   std::uint64_t* const q_empty = bars + 1;
   const auto kv_full = [&](int stage) { return bars + 2 + stage; };
   const auto kv_empty = [&](int stage) { return bars + 2 + stages + stage; };
+  auto* const tile_slot = reinterpret_cast<volatile int*>(smem + cfg.tile_slot_offset());
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warpgroup = tid / warpgroup_threads;
@@ -277,25 +281,35 @@ __global__ void __launch_bounds__(block_threads, 1)
   }
   __syncthreads();
 
-  const int first_tile = static_cast<int>(blockIdx.x);
-  const int tile_step = static_cast<int>(gridDim.x);
+  const int grid = static_cast<int>(gridDim.x);
 
   if (warpgroup == 0) {
-    // Producer: one thread issues every copy; the rest of the warpgroup idles.
+    // Producer: one thread issues every copy and picks the tiles; the rest of
+    // the warpgroup idles.
     sm90::setmaxnreg_decrease<producer_registers>();
     if (tid / 32 == 0 && sm90::elect_one_sync()) {
       sm90::prefetch_tensor_map(&q_map);
       sm90::prefetch_tensor_map(&k_map);
       sm90::prefetch_tensor_map(&v_map);
+      int* const tile_counter = schedule.tile_counter;
       unsigned q_phase = 0;
       int it = 0;  // key tiles loaded so far: stage it % 2, phase (it / 2) % 2
-      for (int t = first_tile; t < schedule.total_tiles; t += tile_step) {
+      for (int t = static_cast<int>(blockIdx.x);;
+           t = tile_counter != nullptr ? grid + sm90::atomic_add_global(tile_counter, 1) : t + grid) {
+        // The consumers have read the previous slot and released Q (the first
+        // wait, on a fresh barrier, passes: parity 1 is the phase before the
+        // first).
+        if (t >= schedule.total_tiles) {
+          sm90::mbarrier_wait_parity(q_empty, q_phase ^ 1u);
+          *tile_slot = -1;  // published by the arrive (release), read after the consumers' wait (acquire)
+          sm90::mbarrier_arrive(q_full);
+          break;
+        }
         const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group);
         const detail::TileBounds b = detail::bounds<Causal>(p, a.work, block_cols);
         if (b.empty) continue;
-        // The consumers of the previous tile released Q (the first wait, on a
-        // fresh barrier, passes: parity 1 is the phase before the first).
         sm90::mbarrier_wait_parity(q_empty, q_phase ^ 1u);
+        *tile_slot = t;
         sm90::mbarrier_arrive_expect_tx(q_full, static_cast<unsigned>(cfg.q_bytes()));
 #pragma unroll
         for (int panel = 0; panel < qk_panels; ++panel) {
@@ -339,10 +353,14 @@ __global__ void __launch_bounds__(block_threads, 1)
   const cuda_flash::sm80::Pack2<T> pack{};
   unsigned q_phase = 0;
   int it = 0;
-  for (int t = first_tile; t < schedule.total_tiles; t += tile_step) {
+  // The producer's next tile arrives with its Q; -1: none left. (Written with
+  // a loop condition: as for (;;), nvcc 13.0 put O in a stack frame.)
+  for (int t = 0; t >= 0;) {
+    sm90::mbarrier_wait_parity(q_full, q_phase);
+    t = *tile_slot;
+    if (t < 0) break;
     const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group);
     const detail::TileBounds b = detail::bounds<Causal>(p, a.work, block_cols);
-    if (b.empty) continue;
     float o[HeadDimV / 2];
 #pragma unroll
     for (int i = 0; i < HeadDimV / 2; ++i) o[i] = 0.0f;
@@ -351,7 +369,6 @@ __global__ void __launch_bounds__(block_threads, 1)
     const int key_end[2] = {numeric::causal_key_end(b.row0 + thread_row, b.seqlen_q, b.seqlen_k, Causal),
                             numeric::causal_key_end(b.row0 + thread_row + 8, b.seqlen_q, b.seqlen_k, Causal)};
 
-    sm90::mbarrier_wait_parity(q_full, q_phase);
     if (b.key_tiles > 0) {
       // Key tiles run last to first, the masked ones (the causal diagonal and
       // the sequence's last keys) before the rest. Within the loop the P V of

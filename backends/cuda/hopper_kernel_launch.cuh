@@ -19,6 +19,30 @@
 
 namespace mla::hopper_flash {
 
+// One int from `pool` (hopper_dispatch.cu: the library's own, never
+// trimmed, so that a steady stream of launches maps no memory), zeroed on
+// `stream`, freed on `stream` after whatever the stream runs in between.
+class TileCounter {
+ public:
+  TileCounter(cudaMemPool_t pool, gpu::Stream stream, const std::string& kernel) : stream_(stream) {
+    gpu::check(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&counter_), sizeof(int), pool, stream),
+               "MallocFromPoolAsync", kernel + ": the tile counter");
+    const cudaError_t zeroed = cudaMemsetAsync(counter_, 0, sizeof(int), stream);
+    if (zeroed != cudaSuccess) {
+      (void)cudaFreeAsync(counter_, stream_);
+      gpu::check(zeroed, "MemsetAsync", kernel + ": the tile counter");
+    }
+  }
+  ~TileCounter() { (void)cudaFreeAsync(counter_, stream_); }  // a failure here surfaces at the next check
+  TileCounter(const TileCounter&) = delete;
+  TileCounter& operator=(const TileCounter&) = delete;
+  int* get() const { return counter_; }
+
+ private:
+  gpu::Stream stream_;
+  int* counter_ = nullptr;
+};
+
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
   constexpr HopperTileConfig cfg = HopperTile<HeadDimQk, HeadDimV>::value;
@@ -33,11 +57,15 @@ void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const 
   const int max_group = device.max_head_group > 0
                             ? device.max_head_group
                             : l2_max_head_group(device.l2_bytes, params.k_tokens, HeadDimQk, HeadDimV);
-  const PersistentGrid grid = persistent_grid(params, device.multiprocessors, max_group, name);
+  PersistentGrid grid = persistent_grid(params, device.multiprocessors, max_group, name);
   if (grid.blocks == 0) return;
   const HopperMaps maps = make_hopper_maps(params, cfg);
   auto* kernel = &hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>;
   gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(cfg.shared_bytes()), name);
+  // The tile counter: this launch's own, so launches on other streams never
+  // share one; stream-ordered, so it costs no synchronization.
+  TileCounter counter(device.counter_pool, stream, name);
+  grid.schedule.tile_counter = counter.get();
   kernel<<<static_cast<unsigned>(grid.blocks), block_threads, cfg.shared_bytes(), stream>>>(params, grid.schedule,
                                                                                             maps.q, maps.k, maps.v);
   gpu::check_launch(name, std::to_string(grid.blocks) + " persistent blocks over " +

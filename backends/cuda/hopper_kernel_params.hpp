@@ -7,6 +7,11 @@ namespace mla::hopper_flash {
 struct HopperSchedule {
   int total_tiles = 0;  // (query tile, head) pairs: num_work * num_heads
   int head_group = 1;   // heads per L2 group, a divisor of num_heads
+  // Zero at launch, this launch's own: each block takes tile blockIdx.x
+  // first, then gridDim.x + atomicAdd(tile_counter, 1) whenever its producer
+  // is ready for another, so blocks that drew light tiles take more (the
+  // tiles are heaviest first). Null: block b takes b, b + gridDim.x, ...
+  int* tile_counter = nullptr;
 };
 
 }  // namespace mla::hopper_flash

@@ -54,7 +54,10 @@ void run(const FlashParams& params) {
   // kernel's own alignment of its tiles to 1024 bytes.
   config.dynamic_shared_alignment = 16;
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
-  const hopper_flash::HopperSchedule schedule = grid.schedule;
+  // The tile counter, zeroed per launch as the CUDA launcher does.
+  int tile_counter = 0;
+  hopper_flash::HopperSchedule schedule = grid.schedule;
+  schedule.tile_counter = &tile_counter;
   launch(config, [&params, &schedule, &maps] {
     hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>(params, schedule, maps.q, maps.k, maps.v);
   });
