@@ -2,6 +2,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -17,8 +18,9 @@
 namespace mla::cuda_flash {
 namespace {
 
-// The token count the algorithm is chosen for, then used for every count.
-constexpr std::uint64_t heuristic_tokens = 4096;
+// Tokens per pass: the scratch holds this many rows of latents, and the
+// algorithm is chosen for this count and used for every count.
+constexpr std::int64_t chunk_tokens = 4096;
 // Heuristic answers asked for; the first one without split-K is taken.
 constexpr int heuristic_candidates = 8;
 // Shapes and layouts remembered per backend; a step uses one or two.
@@ -102,13 +104,24 @@ struct Plan {
 
 cudaDataType_t data_type(DType dtype) { return dtype == DType::float16 ? CUDA_R_16F : CUDA_R_16BF; }
 
+struct EventDeleter {
+  void operator()(cudaEvent_t event) const noexcept { (void)cudaEventDestroy(event); }
+};
+using EventPtr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
+
 }  // namespace
 
 struct CublasLtProjection::State {
   int device = -1;
   Handle handle;
-  UsmBuffer scratch;  // [T, L] latents in the compute dtype
+  UsmBuffer scratch;  // [chunk_tokens, L] latents in the compute dtype
   std::vector<std::unique_ptr<Plan>> plans;
+  // Recorded after the last call's GEMMs on last_stream (unless that call
+  // was captured into a graph, whose launches the caller orders): a call on
+  // another stream waits for it before overwriting the scratch.
+  EventPtr last_use;
+  cudaStream_t last_stream = nullptr;
+  bool last_use_recorded = false;
 };
 
 namespace {
@@ -170,9 +183,9 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, st
     Gemm& gemm = plan->gemms[i];
     gemm.a = make_layout(type, key.latent, static_cast<std::uint64_t>(key.rows[i]), key.weight_ld, key.heads,
                          key.per_head * key.weight_ld, context);
-    gemm.b = make_layout(type, key.latent, heuristic_tokens, key.latent, key.heads, 0, context);
-    gemm.c =
-        make_layout(type, key.rows[i], heuristic_tokens, key.out_ld[i], key.heads, key.out_head_stride[i], context);
+    const auto tokens = static_cast<std::uint64_t>(chunk_tokens);
+    gemm.b = make_layout(type, key.latent, tokens, key.latent, key.heads, 0, context);
+    gemm.c = make_layout(type, key.rows[i], tokens, key.out_ld[i], key.heads, key.out_head_stride[i], context);
     gemm.algo = choose_algorithm(handle, *plan, gemm, static_cast<int>(i), context);
   }
   return plan;
@@ -192,22 +205,32 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   gpu::DeviceGuard guard(queue.device_index(), context);
   State& s = *state_;
   if (!s.handle || s.device != queue.device_index()) {
-    s.plans.clear();
-    s.scratch = UsmBuffer();
-    s.handle.reset();
+    s = State{};
     cublasLtHandle_t raw = nullptr;
     check_lt(cublasLtCreate(&raw), "cublasLtCreate", context);
     s.handle.reset(raw);
+    cudaEvent_t event = nullptr;
+    gpu::check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "EventCreateWithFlags", context);
+    s.last_use.reset(event);
     s.device = queue.device_index();
   }
-  const auto scratch_bytes = static_cast<std::size_t>(tokens * latent) * dtype_size(k.dtype);
+  const cudaStream_t stream = gpu::stream_of(queue);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  gpu::check(cudaStreamIsCapturing(stream, &capture), "StreamIsCapturing", context);
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  if (s.last_use_recorded && s.last_stream != stream) {
+    gpu::check(cudaStreamWaitEvent(stream, s.last_use.get(), capturing ? cudaEventWaitExternal : 0u), "StreamWaitEvent",
+               context);
+  }
+  // One allocation in the backend's life (per device and latent width):
+  // every call runs in passes of at most chunk_tokens tokens.
+  const auto scratch_bytes = static_cast<std::size_t>(chunk_tokens * latent) * dtype_size(k.dtype);
   if (s.scratch.bytes() < scratch_bytes) {
     // Work in flight on another stream may still read the old scratch; the
     // free waits for it (cudaFree synchronises).
     s.scratch = UsmBuffer();
     s.scratch = UsmBuffer::device(queue, scratch_bytes);
   }
-  convert_latents(queue, latents, s.scratch.get(), k.dtype);
 
   const auto element = static_cast<std::uint64_t>(dtype_size(k.dtype));
   const std::int64_t weight_ld = kv_b_proj.stride[0];
@@ -243,15 +266,27 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   }
 
   const float alpha = 1.0f, beta = 0.0f;
-  for (std::size_t i = 0; i < 2; ++i) {
-    Gemm& gemm = plan->gemms[i];
-    set_layout(gemm.b, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(tokens), context);
-    set_layout(gemm.c, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(tokens), context);
-    check_lt(cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(), s.scratch.get(),
-                            gemm.b.get(), &beta, operands[i].out, gemm.c.get(), operands[i].out, gemm.c.get(),
-                            &gemm.algo, nullptr, 0, gpu::stream_of(queue)),
-             i == 0 ? "cublasLtMatmul (keys)" : "cublasLtMatmul (values)", context);
+  for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) {
+    const std::int64_t n = std::min(chunk_tokens, tokens - t0);
+    TensorView part = latents;
+    part.data = static_cast<float*>(latents.data) + t0 * latents.stride[0];
+    part.shape[0] = n;
+    convert_latents(queue, part, s.scratch.get(), k.dtype);
+    for (std::size_t i = 0; i < 2; ++i) {
+      Gemm& gemm = plan->gemms[i];
+      set_layout(gemm.b, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(n), context);
+      set_layout(gemm.c, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(n), context);
+      void* out =
+          static_cast<std::byte*>(operands[i].out) + static_cast<std::uint64_t>(t0 * operands[i].out_ld) * element;
+      check_lt(
+          cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(), s.scratch.get(),
+                         gemm.b.get(), &beta, out, gemm.c.get(), out, gemm.c.get(), &gemm.algo, nullptr, 0, stream),
+          i == 0 ? "cublasLtMatmul (keys)" : "cublasLtMatmul (values)", context);
+    }
   }
+  s.last_use_recorded = !capturing;
+  s.last_stream = stream;
+  if (!capturing) gpu::check(cudaEventRecord(s.last_use.get(), stream), "EventRecord", context);
 }
 
 }  // namespace mla::cuda_flash

@@ -3,11 +3,11 @@
 //
 //   1. latents [T, L] float32 -> scratch [T, L] in the compute dtype
 //      (convert_latents; the own kernel rounds its operands the same way);
-//   2. per head h, two batched GEMMs (batch = heads), fp32 accumulation,
-//      written straight into the strided views the attention reads:
+//   2. two GEMMs batched over heads, fp32 accumulation, written straight
+//      into the strided views the attention reads:
 //        k[:, h, 0:P] = scratch . kv_b_proj[h*(P+V) .. +P]^T
 //        v[:, h, :]   = scratch . kv_b_proj[h*(P+V)+P .. +V]^T
-//      In cuBLASLt's column-major terms D_h [P, T] = op(A_h) . B with A_h
+//      In cuBLASLt's column-major terms D_h [P, T] = op(A_h) . B, with A_h
 //      the weight rows read transposed (leading dim: kv_b_proj's row stride),
 //      B the scratch shared by every head (batch stride 0) and D_h the
 //      head's columns of k (leading dim: k's token stride, batch stride: its
@@ -20,11 +20,12 @@
 // so a token's keys and values are one fp32 sum over the latent index in the
 // same order however many tokens share the call (docs/contract.md §6).
 //
-// Memory: the scratch is owned here and grows (a synchronising free and a new
-// allocation on the queue) only when a call has more tokens than any before;
-// a steady stream of steps allocates nothing. Capturing a step in a CUDA graph
-// therefore needs a warm-up call with at least as many tokens first, as the
-// first call also creates the handle.
+// Memory: a call runs in passes of at most 4096 tokens through one scratch
+// of 4096 x L elements of the compute dtype (4 MiB for L = 512), owned here
+// and allocated on the queue by the first call (again only for a wider L or
+// another device). No cuBLASLt workspace. Capturing a step in a CUDA graph
+// therefore needs one projection on the backend before the capture, which
+// also creates the handle and chooses the algorithm.
 #pragma once
 
 #include <memory>
