@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -100,6 +101,9 @@ struct Plan {
   ShapeKey key;
   MatmulDesc desc;
   std::array<Gemm, 2> gemms;  // keys, values
+  // Why cuBLASLt has no algorithm for the shape (empty: it has): kept, so
+  // that every later call is refused at once with the same message.
+  std::string refusal;
 };
 
 cudaDataType_t data_type(DType dtype) { return dtype == DType::float16 ? CUDA_R_16F : CUDA_R_16BF; }
@@ -126,9 +130,10 @@ struct CublasLtProjection::State {
 
 namespace {
 
-// The first heuristic answer that runs without split-K (no workspace is offered).
-cublasLtMatmulAlgo_t choose_algorithm(cublasLtHandle_t handle, const Plan& plan, const Gemm& gemm, int index,
-                                      std::string_view context) {
+// The first heuristic answer that runs without split-K (no workspace is
+// offered); nullopt when there is none.
+std::optional<cublasLtMatmulAlgo_t> choose_algorithm(cublasLtHandle_t handle, const Plan& plan, const Gemm& gemm,
+                                                     int index, std::string_view context) {
   cublasLtMatmulPreference_t raw = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&raw), "cublasLtMatmulPreferenceCreate", context);
   const Preference preference(raw);
@@ -160,9 +165,7 @@ cublasLtMatmulAlgo_t choose_algorithm(cublasLtHandle_t handle, const Plan& plan,
              "cublasLtMatmulAlgoConfigGetAttribute", context);
     if (split_k <= 1) return result.algo;
   }
-  raise(ErrorCategory::not_supported, std::string("cuBLASLt has no algorithm without workspace and split-K for the ") +
-                                          (index == 0 ? "keys'" : "values'") + " GEMM (" + std::string(context) +
-                                          "); MLA_CUDA_PROJECTION=own runs the own tensor-core kernel");
+  return std::nullopt;
 }
 
 std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, std::string_view context) {
@@ -186,7 +189,14 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, st
     const auto tokens = static_cast<std::uint64_t>(chunk_tokens);
     gemm.b = make_layout(type, key.latent, tokens, key.latent, key.heads, 0, context);
     gemm.c = make_layout(type, key.rows[i], tokens, key.out_ld[i], key.heads, key.out_head_stride[i], context);
-    gemm.algo = choose_algorithm(handle, *plan, gemm, static_cast<int>(i), context);
+    const std::optional<cublasLtMatmulAlgo_t> algo =
+        choose_algorithm(handle, *plan, gemm, static_cast<int>(i), context);
+    if (!algo) {
+      plan->refusal = std::string("cuBLASLt has no algorithm without workspace and split-K for the ") +
+                      (i == 0 ? "keys'" : "values'") + " GEMM (" + std::string(context) + ")";
+      return plan;
+    }
+    gemm.algo = *algo;
   }
   return plan;
 }
@@ -222,16 +232,6 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
     gpu::check(cudaStreamWaitEvent(stream, s.last_use.get(), capturing ? cudaEventWaitExternal : 0u), "StreamWaitEvent",
                context);
   }
-  // One allocation in the backend's life (per device and latent width):
-  // every call runs in passes of at most chunk_tokens tokens.
-  const auto scratch_bytes = static_cast<std::size_t>(chunk_tokens * latent) * dtype_size(k.dtype);
-  if (s.scratch.bytes() < scratch_bytes) {
-    // Work in flight on another stream may still read the old scratch; the
-    // free waits for it (cudaFree synchronises).
-    s.scratch = UsmBuffer();
-    s.scratch = UsmBuffer::device(queue, scratch_bytes);
-  }
-
   const auto element = static_cast<std::uint64_t>(dtype_size(k.dtype));
   const std::int64_t weight_ld = kv_b_proj.stride[0];
   const auto* weight = static_cast<const std::byte*>(kv_b_proj.data);
@@ -263,6 +263,16 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
     if (s.plans.size() == max_plans) s.plans.erase(s.plans.begin());
     s.plans.push_back(make_plan(s.handle.get(), key, context));
     plan = s.plans.back().get();
+  }
+  if (!plan->refusal.empty()) raise(ErrorCategory::not_supported, plan->refusal);
+  // One allocation in the backend's life (per device and latent width):
+  // every call runs in passes of at most chunk_tokens tokens.
+  const auto scratch_bytes = static_cast<std::size_t>(chunk_tokens * latent) * dtype_size(k.dtype);
+  if (s.scratch.bytes() < scratch_bytes) {
+    // Work in flight on another stream may still read the old scratch; the
+    // free waits for it (cudaFree synchronises).
+    s.scratch = UsmBuffer();
+    s.scratch = UsmBuffer::device(queue, scratch_bytes);
   }
 
   const float alpha = 1.0f, beta = 0.0f;

@@ -28,9 +28,17 @@ class CudaProjector final : public gpu::LatentProjector {
       log(LogLevel::debug, "CUDA up-projection: " + std::string(projection_path_name(choice.path)) +
                                (choice.reason.empty() ? std::string() : " (" + choice.reason + ")"));
     }
-    if (choice.path == ProjectionPath::cublaslt) {
+    if (choice.path != ProjectionPath::cublaslt) return project_latents(queue, latents, kv_b_proj, k, v);
+    try {
       cublaslt_.project(queue, latents, kv_b_proj, k, v);
-    } else {
+    } catch (const Error& error) {
+      // No algorithm for this shape (refused before anything is enqueued):
+      // unless cuBLASLt was insisted on, the own kernel serves it.
+      if (error.category() != ErrorCategory::not_supported || how_ == ProjectionOverride::cublaslt) throw;
+      if (logged_ != ProjectionPath::tensor_cores) {
+        logged_ = ProjectionPath::tensor_cores;
+        log(LogLevel::warn, "CUDA up-projection: own tensor-core kernel, " + std::string(error.what()));
+      }
       project_latents(queue, latents, kv_b_proj, k, v);
     }
   }
