@@ -12,7 +12,10 @@
 //
 // MLA_CUDA_PROJECTION=cublaslt insists: where cuBLASLt cannot serve a bf16 or
 // fp16 call, the call is refused (Error(not_supported)) instead of silently
-// timing the other kernel. The GPU emulator always runs the own kernel.
+// timing the other kernel. Whether cuBLASLt has an algorithm for a shape is
+// known only on the device: without one, the projector falls back to the own
+// kernel (or refuses, under =cublaslt). The GPU emulator always runs the own
+// kernel.
 #pragma once
 
 #include <cstdint>
