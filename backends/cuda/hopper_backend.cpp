@@ -19,6 +19,7 @@ constexpr gpu::FlashVendor hopper_vendor{
     cuda::merge_attn_states,
     cuda::gather_latents,
     cuda_flash::project_latents,
+    cuda_flash::make_projector,
 };
 
 }  // namespace

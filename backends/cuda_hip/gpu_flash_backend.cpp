@@ -44,7 +44,10 @@ void check_kernel_layout(const TensorView& view, const char* what, const std::st
 }  // namespace
 
 GpuFlashBackend::GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor)
-    : PrefillBackend(params), vendor_(vendor), kernel_(choose_or_raise(vendor, params, nullptr).tile) {}
+    : PrefillBackend(params),
+      vendor_(vendor),
+      kernel_(choose_or_raise(vendor, params, nullptr).tile),
+      projector_(vendor.make_projector != nullptr ? vendor.make_projector() : nullptr) {}
 
 bool GpuFlashBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
 
@@ -132,7 +135,11 @@ void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, c
                                       const TensorView& k, const TensorView& v) {
   require_queue(queue, "project_latents", false);
   check_latent_projection(queue, latents, kv_b_proj, k, v);
-  vendor_.project(queue, latents, kv_b_proj, k, v);
+  if (projector_) {
+    projector_->project(queue, latents, kv_b_proj, k, v);
+  } else {
+    vendor_.project(queue, latents, kv_b_proj, k, v);
+  }
 }
 
 void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -16,6 +17,17 @@
 #include "mla/backend/latents.hpp"
 
 namespace mla::gpu {
+
+// An up-projection with state that lives as long as its backend (a library
+// handle, chosen algorithms, scratch memory). A backend's calls never overlap,
+// so it needs no lock.
+class LatentProjector {
+ public:
+  virtual ~LatentProjector() = default;
+  // The arguments passed check_latent_projection; enqueues on `queue`'s stream.
+  virtual void project(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                       const TensorView& v) = 0;
+};
 
 struct FlashVendor {
   const char* backend_name;     // "CUDA_FLASH", in name() and every message
@@ -31,6 +43,10 @@ struct FlashVendor {
   void (*gather)(Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k);
   void (*project)(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                   const TensorView& v);
+  // Null: `project` serves every projection. Otherwise the backend's
+  // constructor makes one projector (touching no device) and every
+  // projection goes to it instead.
+  std::unique_ptr<LatentProjector> (*make_projector)();
 };
 
 class GpuFlashBackend final : public PrefillBackend {
@@ -73,7 +89,8 @@ class GpuFlashBackend final : public PrefillBackend {
               const TensorView& v, float scale, const AttentionResult& result, std::optional<OutputScale> out_scale);
 
   FlashVendor vendor_;
-  KernelTile kernel_;  // the chooser's answer for the params' dtype and dims
+  KernelTile kernel_;                           // the chooser's answer for the params' dtype and dims
+  std::unique_ptr<LatentProjector> projector_;  // vendor_.make_projector's, if any
   gpu::DeviceMetadata device_metadata_;
   // The queue prepare() uploaded on: a run on a queue over another stream of
   // the same device is ordered after that upload with an event (no stream

@@ -12,7 +12,7 @@ namespace {
 
 constexpr gpu::FlashVendor hip_vendor{
     "HIP_FLASH",         queue_kind,           choose_kernel, hip::launch_flash_attention, hip::merge_attn_states,
-    hip::gather_latents, hip::project_latents,
+    hip::gather_latents, hip::project_latents, nullptr,
 };
 
 }  // namespace

@@ -62,13 +62,13 @@ void cuda_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project,
+    "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project, nullptr,
 };
 constexpr gpu::FlashVendor hip_gfx90a_vendor{
-    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, hip_choice, hip_launch_gfx90a, merge, gather, project,
+    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, hip_choice, hip_launch_gfx90a, merge, gather, project, nullptr,
 };
 constexpr gpu::FlashVendor hip_gfx908_vendor{
-    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, hip_choice, hip_launch_gfx908, merge, gather, project,
+    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, hip_choice, hip_launch_gfx908, merge, gather, project, nullptr,
 };
 
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {

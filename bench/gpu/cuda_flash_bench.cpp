@@ -15,15 +15,26 @@
 // Merge: bytes moved (both inputs, both LSEs, output and output LSE) over the
 // median time, next to cudaMemcpy-like D2D copies (Queue::memcpy) moving the
 // same number of bytes.
+//
+// Projection: the MLA step's up-projection at DeepSeek-V3 TP8 (16 heads,
+// kv_lora_rank 512, P = V = 128, bf16 weights and keys), 1k..16k tokens,
+// through CUDA_FLASH made once with MLA_CUDA_PROJECTION=own (the own
+// tensor-core kernel) and once with =cublaslt (cuBLASLt, or an error), on the
+// same random latents and weights. FLOPs 2 * T * L * H * (P + V). The program
+// fails (exit 1) when the two differ by more than 1e-2 in relative L2 norm.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "builtin_entries.hpp"
+#include "mla/backend/latents.hpp"
 #include "mla/detail/numeric.hpp"
 #include "mla/mla.hpp"
 
@@ -195,6 +206,107 @@ void merge_row(Queue& queue, const RandomPool& pool, std::int64_t tokens, int he
               static_cast<long long>(tokens), tm, moved / (tm * 1e-3) / 1e9, tc, moved / (tc * 1e-3) / 1e9, tc / tm);
 }
 
+// The projection table's bound: bf16 operands, fp32 sums in different orders.
+constexpr double projection_max_error = 1e-2;
+
+// CUDA_FLASH made with MLA_CUDA_PROJECTION=`path`; the variable is put back.
+std::unique_ptr<PrefillBackend> projection_backend(const BackendParams& params, const char* path) {
+  const char* old = std::getenv("MLA_CUDA_PROJECTION");
+  const std::string previous = old != nullptr ? old : "";
+  ::setenv("MLA_CUDA_PROJECTION", path, 1);
+  auto backend = detail::cuda_flash_backend_entry().factory(params);
+  if (old != nullptr) {
+    ::setenv("MLA_CUDA_PROJECTION", previous.c_str(), 1);
+  } else {
+    ::unsetenv("MLA_CUDA_PROJECTION");
+  }
+  return backend;
+}
+
+std::vector<float> download_floats(Queue& queue, const UsmBuffer& buffer, std::size_t count) {
+  std::vector<std::uint16_t> bits(count);
+  queue.memcpy(bits.data(), buffer.get(), count * 2);
+  queue.wait();
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = numeric::bf16_to_float(bits[i]);
+  return values;
+}
+
+// One row per token count and path; returns the largest relative error seen.
+double projection_rows(Queue& queue, const std::vector<std::int64_t>& token_counts, const Options& options) {
+  constexpr int heads = 16, latent = 512, p = 128, r = 64, v_dim = 128;
+  BackendParams params;
+  params.num_heads = heads;
+  params.dims = {p, r, v_dim};
+  params.dtype = dtype;
+  params.kv_lora_rank = latent;
+  const std::int64_t most = token_counts.back();
+  // Random latents in [-1, 1] and weights in [-0.1, 0.1] (bf16), never zero.
+  std::mt19937 rng(2024);
+  std::uniform_real_distribution<float> unit(0.02f, 1.0f);
+  const auto signed_value = [&](std::size_t i) { return (i % 3 == 0 ? -1.0f : 1.0f) * unit(rng); };
+  std::vector<float> latents_host(static_cast<std::size_t>(most * latent));
+  for (std::size_t i = 0; i < latents_host.size(); ++i) latents_host[i] = signed_value(i);
+  std::vector<std::uint16_t> weight_host(static_cast<std::size_t>(heads) * (p + v_dim) * latent);
+  for (std::size_t i = 0; i < weight_host.size(); ++i) weight_host[i] = numeric::float_to_bf16(0.1f * signed_value(i));
+  UsmBuffer latents = UsmBuffer::device(queue, latents_host.size() * 4);
+  UsmBuffer weight = UsmBuffer::device(queue, weight_host.size() * 2);
+  queue.memcpy(latents.get(), latents_host.data(), latents.bytes());
+  queue.memcpy(weight.get(), weight_host.data(), weight.bytes());
+  const TensorView w = TensorView::contiguous(weight.get(), dtype, {heads * (p + v_dim), latent}, MemoryKind::device);
+
+  struct Path {
+    const char* name;
+    std::unique_ptr<PrefillBackend> backend;
+    UsmBuffer k, v;
+  };
+  std::vector<Path> paths;
+  paths.push_back({"own tensor cores", projection_backend(params, "own"), {}, {}});
+  paths.push_back({"cuBLASLt", projection_backend(params, "cublaslt"), {}, {}});
+  double worst = 0.0;
+  for (const std::int64_t tokens : token_counts) {
+    const TensorView x = TensorView::contiguous(latents.get(), DType::float32, {tokens, latent}, MemoryKind::device);
+    const auto k_count = static_cast<std::size_t>(tokens) * heads * (p + r);
+    const auto v_count = static_cast<std::size_t>(tokens) * heads * v_dim;
+    std::vector<double> ms(paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      Path& path = paths[i];
+      path.k = UsmBuffer::device(queue, k_count * 2);
+      path.v = UsmBuffer::device(queue, v_count * 2);
+      queue.memset(path.k.get(), 0, k_count * 2);  // the rope columns, which neither path writes
+      const TensorView k = TensorView::contiguous(path.k.get(), dtype, {tokens, heads, p + r}, MemoryKind::device);
+      const TensorView v = TensorView::contiguous(path.v.get(), dtype, {tokens, heads, v_dim}, MemoryKind::device);
+      for (int warm = 0; warm < 3; ++warm) path.backend->project_latents(queue, x, w, k, v);
+      std::vector<double> runs;
+      for (int run = 0; run < options.runs; ++run) {
+        const Event start = queue.record();
+        path.backend->project_latents(queue, x, w, k, v);
+        const Event end = queue.record();
+        runs.push_back(Event::elapsed_ms(start, end));
+      }
+      ms[i] = median(runs);
+    }
+    double diff = 0.0, norm = 0.0;
+    for (const auto& [buffer_of, count] : {std::pair{&Path::k, k_count}, std::pair{&Path::v, v_count}}) {
+      const std::vector<float> own = download_floats(queue, paths[0].*buffer_of, count);
+      const std::vector<float> lt = download_floats(queue, paths[1].*buffer_of, count);
+      for (std::size_t i = 0; i < count; ++i) {
+        diff += (double{own[i]} - lt[i]) * (double{own[i]} - lt[i]);
+        norm += double{own[i]} * own[i];
+      }
+    }
+    const double error = norm > 0 ? std::sqrt(diff / norm) : 1.0;  // all zeros: nothing ran
+    worst = std::max(worst, error);
+    const double flops = 2.0 * static_cast<double>(tokens) * latent * heads * (p + v_dim);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      std::printf("| %s | bf16 L=512 H=16 128+128 | %lld | %.3f | %.1f | %.2e |\n", paths[i].name,
+                  static_cast<long long>(tokens), ms[i], flops / (ms[i] * 1e-3) / 1e12, error);
+    }
+    std::fflush(stdout);
+  }
+  return worst;
+}
+
 int run(const Options& options) {
   if (detect_devices().empty()) {
     std::fprintf(stderr, "mla-bench-gpu: no CUDA device\n");
@@ -242,6 +354,14 @@ int run(const Options& options) {
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int h : heads) {
     for (std::int64_t tokens : merge_tokens) merge_row(queue, pool, tokens, h, options);
+  }
+  std::printf("\n| projection | shape | tokens | median ms | TFLOP/s | rel. error vs own |\n");
+  std::printf("|---|---|---:|---:|---:|---:|\n");
+  const double error = projection_rows(queue, {1024, 4096, 16384}, options);
+  if (!(error <= projection_max_error)) {
+    std::fprintf(stderr, "mla-bench-gpu: cuBLASLt and the own projection differ by %.3e (bound %.0e)\n", error,
+                 projection_max_error);
+    return 1;
   }
   return 0;
 }

@@ -73,7 +73,8 @@ class MlaStep : public Conformance {
     s.k_pe = random_tensor({nq, r()}, -1.0f, 1.0f);
     s.cache = HostTensor(fp8 ? DType::float8_e4m3 : dtype(), {num_blocks, block_size, latent_dim + r()});
     s.cache.fill_random(rng_, -1.5f, 1.5f);
-    s.w = HostTensor(DType::float32, {std::int64_t{heads()} * (p() + v_dim()), latent_dim});
+    // kv_b_proj in the compute dtype, as engines keep it (the projection test covers float32 weights).
+    s.w = HostTensor(dtype(), {std::int64_t{heads()} * (p() + v_dim()), latent_dim});
     s.w.fill_random(rng_, -0.3f, 0.3f);
     return s;
   }
@@ -313,48 +314,55 @@ TEST_P(MlaStep, OutputsOverlappingInputsAreRefused) {
   EXPECT_NE(in_cache.find("run_mla_prefill: workspace overlaps cache"), std::string::npos) << in_cache;
 }
 
-// The up-projection alone, on an odd shape (13 tokens, L = 37): within the
-// step's bounds of an fp64 sum, and batch invariant: each token's keys and
-// values are bitwise the same when it is projected with fewer neighbours.
+// The up-projection alone, on an odd shape (13 tokens, L = 37), with
+// kv_b_proj in float32 and in the compute dtype (on CUDA_FLASH in bf16 and
+// fp16: the own tensor-core kernel, then cuBLASLt): within the step's bounds
+// of an fp64 sum, and batch invariant: each token's keys and values are
+// bitwise the same when it is projected with fewer neighbours.
 TEST_P(MlaStep, ProjectionMatchesFp64AndIsBatchInvariant) {
   constexpr int tokens = 13, latent = 37, fewer = 5;
   const int P = p(), R = r(), V = v_dim(), H = heads();
   HostTensor x(DType::float32, {tokens, latent});
   x.fill_random(rng_, -1.0f, 1.0f);
-  HostTensor w(DType::float32, {std::int64_t{H} * (P + V), latent});
-  w.fill_random(rng_, -0.5f, 0.5f);
-  const DeviceTensor dx = upload(queue_, x), dw = upload(queue_, w);
-  const auto project = [&](std::int64_t rows, HostTensor& k, HostTensor& v) {
-    TensorView xs = dx.view;
-    xs.shape[0] = rows;
-    const DeviceTensor dk = upload(queue_, k), dv = upload(queue_, v);
-    backend_->project_latents(queue_, xs, dw.view, dk.view, dv.view);
-    download(queue_, dk, k);
-    download(queue_, dv, v);
-  };
-  HostTensor k(dtype(), {tokens, H, P + R}), v(dtype(), {tokens, H, V});
-  project(tokens, k, v);
-  HostTensor k_few(dtype(), {fewer, H, P + R}), v_few(dtype(), {fewer, H, V});
-  project(fewer, k_few, v_few);
-  double err = 0, norm = 0;
-  for (int t = 0; t < tokens; ++t) {
-    for (int h = 0; h < H; ++h) {
-      for (int j = 0; j < P + V; ++j) {
-        double want = 0;
-        for (int l = 0; l < latent; ++l) want += double{x.at(t, l)} * w.at(h * (P + V) + j, l);
-        const double got = j < P ? k.at(t, h, j) : v.at(t, h, j - P);
-        err += (got - want) * (got - want);
-        norm += want * want;
-        if (t < fewer) {
-          const float alone = j < P ? k_few.at(t, h, j) : v_few.at(t, h, j - P);
-          ASSERT_EQ(alone, static_cast<float>(got)) << "token " << t << ", head " << h << ", column " << j;
+  std::vector<DType> weight_dtypes{DType::float32};
+  if (dtype() != DType::float32) weight_dtypes.push_back(dtype());
+  for (DType weight_dtype : weight_dtypes) {
+    SCOPED_TRACE("kv_b_proj " + std::string(dtype_name(weight_dtype)));
+    HostTensor w(weight_dtype, {std::int64_t{H} * (P + V), latent});
+    w.fill_random(rng_, -0.5f, 0.5f);
+    const DeviceTensor dx = upload(queue_, x), dw = upload(queue_, w);
+    const auto project = [&](std::int64_t rows, HostTensor& k, HostTensor& v) {
+      TensorView xs = dx.view;
+      xs.shape[0] = rows;
+      const DeviceTensor dk = upload(queue_, k), dv = upload(queue_, v);
+      backend_->project_latents(queue_, xs, dw.view, dk.view, dv.view);
+      download(queue_, dk, k);
+      download(queue_, dv, v);
+    };
+    HostTensor k(dtype(), {tokens, H, P + R}), v(dtype(), {tokens, H, V});
+    project(tokens, k, v);
+    HostTensor k_few(dtype(), {fewer, H, P + R}), v_few(dtype(), {fewer, H, V});
+    project(fewer, k_few, v_few);
+    double err = 0, norm = 0;
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < H; ++h) {
+        for (int j = 0; j < P + V; ++j) {
+          double want = 0;
+          for (int l = 0; l < latent; ++l) want += double{x.at(t, l)} * w.at(h * (P + V) + j, l);
+          const double got = j < P ? k.at(t, h, j) : v.at(t, h, j - P);
+          err += (got - want) * (got - want);
+          norm += want * want;
+          if (t < fewer) {
+            const float alone = j < P ? k_few.at(t, h, j) : v_few.at(t, h, j - P);
+            ASSERT_EQ(alone, static_cast<float>(got)) << "token " << t << ", head " << h << ", column " << j;
+          }
         }
+        // The rope part of k is the gather's: the projection leaves it alone.
+        for (int j = 0; j < R; ++j) ASSERT_TRUE(std::isnan(k.at(t, h, P + j))) << "rope column " << j << " written";
       }
-      // The rope part of k is the gather's: the projection leaves it alone.
-      for (int j = 0; j < R; ++j) ASSERT_TRUE(std::isnan(k.at(t, h, P + j))) << "rope column " << j << " written";
     }
+    EXPECT_LT(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
   }
-  EXPECT_LT(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
 }
 
 // An engine's workspace: plan once, then run into the caller's out, lse and

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -126,6 +128,85 @@ TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
       auto lse_bytes = download(queue, lse.view);
       EXPECT_TRUE(close_to_reference(on_host(out.view, out_bytes), on_host(lse.view, lse_bytes), expected.out,
                                      expected.lse, 1e-2, 1e-2));
+    }
+    MLA_CUDA_OK(cudaGraphExecDestroy(exec));
+    MLA_CUDA_OK(cudaGraphDestroy(graph));
+  }
+  MLA_CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// A [d0, 1, d2] test tensor's view as [d0, d2].
+TensorView rows_of(TensorView view) {
+  view.rank = 2;
+  view.shape = {view.shape[0], view.shape[2], 0, 0};
+  view.stride = {view.stride[0], 1, 0, 0};
+  return view;
+}
+
+// The MLA step's up-projection (cuBLASLt for bf16 weights unless
+// MLA_CUDA_PROJECTION=own) captured after one warm-up call, as the README
+// asks, and replayed after the latents were rewritten in place: bit for bit
+// what an uncaptured call of the same backend on another stream writes.
+TEST(CudaGraph, CapturedProjectionAfterAWarmUpReplaysWithNewLatents) {
+  MLA_REQUIRE_CUDA_DEVICE();
+#if defined(MLA_TEST_HOPPER)
+  const DeviceCapability device0 = Queue(DeviceBackend::cuda, 0).capability();
+  if (!hopper_flash::supports_device(device0)) {
+    GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is " << device0.describe();
+  }
+#endif
+  cudaStream_t stream = nullptr;
+  MLA_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    Queue queue = Queue::borrow(DeviceBackend::cuda, 0, stream);
+    Queue other(DeviceBackend::cuda, 0);
+    BackendParams params;
+    params.num_heads = 4;
+    params.dims = deepseek_dims;
+    params.dtype = DType::bfloat16;
+#if defined(MLA_TEST_HOPPER)
+    std::unique_ptr<PrefillBackend> backend = detail::hopper_flash_backend_entry().factory(params);
+#else
+    std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
+#endif
+    const std::int64_t tokens = 4099, latent = params.kv_lora_rank, heads = params.num_heads;  // two passes
+    const std::int64_t p = params.dims.qk_nope_head_dim, dqk = params.dims.qk_head_dim(), dv = params.dims.v_head_dim;
+    std::mt19937 rng(11);
+    TestTensor x = make_tensor(queue, DType::float32, tokens, 1, latent, 0, rng, -1, 1);
+    const TestTensor w = make_tensor(queue, params.dtype, heads * (p + dv), 1, latent, 0, rng, -0.3f, 0.3f);
+    const TensorView latents = rows_of(x.device_view), kv_b_proj = rows_of(w.device_view);
+    OwnedTensor k = OwnedTensor::device(queue, params.dtype, {tokens, heads, dqk});
+    OwnedTensor v = OwnedTensor::device(queue, params.dtype, {tokens, heads, dv});
+    OwnedTensor k_direct = OwnedTensor::device(queue, params.dtype, {tokens, heads, dqk});
+    OwnedTensor v_direct = OwnedTensor::device(queue, params.dtype, {tokens, heads, dv});
+
+    backend->project_latents(queue, latents, kv_b_proj, k.view, v.view);  // the warm-up
+    MLA_CUDA_OK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph = nullptr;
+    MLA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    backend->project_latents(queue, latents, kv_b_proj, k.view, v.view);
+    MLA_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    MLA_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(round == 0 ? "first replay" : "second replay, latents rewritten in place");
+      if (round == 1) {
+        const TestTensor fresh = make_tensor(queue, DType::float32, tokens, 1, latent, 0, rng, -1, 1);
+        queue.memcpy(x.device.get(), fresh.host.data(), fresh.host.size());
+      }
+      // Poison: the rope columns must stay as they are, the rest be written.
+      for (OwnedTensor* t : {&k, &v, &k_direct, &v_direct}) queue.memset(t->buffer.get(), 0xff, t->buffer.bytes());
+      MLA_CUDA_OK(cudaGraphLaunch(exec, stream));
+      MLA_CUDA_OK(cudaStreamSynchronize(stream));
+      backend->project_latents(other, latents, kv_b_proj, k_direct.view, v_direct.view);
+      other.wait();
+      EXPECT_EQ(download(queue, k.view), download(queue, k_direct.view)) << "keys";
+      EXPECT_EQ(download(queue, v.view), download(queue, v_direct.view)) << "values";
+      const std::vector<std::uint8_t> values = download(queue, v.view);
+      std::size_t poisoned = 0;
+      for (std::size_t i = 0; i + 1 < values.size(); i += 2) poisoned += values[i] == 0xff && values[i + 1] == 0xff;
+      EXPECT_EQ(poisoned, 0u) << "values left unwritten";
     }
     MLA_CUDA_OK(cudaGraphExecDestroy(exec));
     MLA_CUDA_OK(cudaGraphDestroy(graph));
