@@ -92,7 +92,11 @@ void launch_hopper_flash(Queue& queue, const FlashParams& params, DType dtype, c
              "the L2 size of device " + std::to_string(queue.device_index()));
   device.l2_bytes = static_cast<std::size_t>(std::max(l2_bytes, 0));
   device.max_head_group = head_group_override();
-  device.counter_pool = counter_pool(queue.device_index());
+  // A pool cannot be made while the stream is captured (nor anything else
+  // allocated outside the graph): the counter then comes from the graph.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  gpu::check(cudaStreamIsCapturing(stream, &capture), "StreamIsCapturing", "HOPPER_FLASH's launch");
+  device.counter_pool = capture == cudaStreamCaptureStatusNone ? counter_pool(queue.device_index()) : nullptr;
   if (dtype == DType::bfloat16) {
     launch_for_dims<__nv_bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream, device);
   } else {

@@ -23,7 +23,7 @@ struct LaunchDevice {
   int multiprocessors = 0;               // the persistent grid's size
   std::size_t l2_bytes = 0;              // sizes the head groups; 0: unknown
   int max_head_group = 0;                // > 0: MLA_HOPPER_HEAD_GROUP's override of the L2 sizing
-  cudaMemPool_t counter_pool = nullptr;  // where the launch's tile counter comes from
+  cudaMemPool_t counter_pool = nullptr;  // the tile counter's; null under stream capture
 };
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>

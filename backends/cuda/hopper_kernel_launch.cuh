@@ -22,16 +22,14 @@ namespace mla::hopper_flash {
 // One int from `pool` (hopper_dispatch.cu: the library's own, never
 // trimmed, so that a steady stream of launches maps no memory), zeroed on
 // `stream`, freed on `stream` after whatever the stream runs in between.
-// Under stream capture it comes from cudaMallocAsync instead: the graph
-// records it as an allocation node and owns that memory.
+// Without a pool (the stream is being captured) it comes from
+// cudaMallocAsync: the graph records an allocation node and owns that memory.
 class TileCounter {
  public:
   TileCounter(cudaMemPool_t pool, gpu::Stream stream, const std::string& kernel) : stream_(stream) {
     const std::string context = kernel + ": the tile counter";
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    gpu::check(cudaStreamIsCapturing(stream, &capture), "StreamIsCapturing", context);
     void** where = reinterpret_cast<void**>(&counter_);
-    if (capture == cudaStreamCaptureStatusActive) {
+    if (pool == nullptr) {
       gpu::check(cudaMallocAsync(where, sizeof(int), stream), "MallocAsync", context);
     } else {
       gpu::check(cudaMallocFromPoolAsync(where, sizeof(int), pool, stream), "MallocFromPoolAsync", context);
