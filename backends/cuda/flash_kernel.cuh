@@ -66,17 +66,6 @@ __device__ inline void load_tile(std::uint32_t dst, const T* src, std::int64_t r
   load_segments<Rows, Dim / chunk_elements, Threads, 0>(dst, src, row_stride, valid_rows, tid);
 }
 
-// Max and sum over the 4 lanes that share an accumulator row.
-__device__ inline float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-__device__ inline float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
 }  // namespace detail
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
@@ -257,7 +246,7 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       float tile_max = -INFINITY;
 #pragma unroll
       for (int j = 0; j < s_tiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-      const float new_max = fmaxf(row_max[r], detail::quad_max(tile_max));
+      const float new_max = fmaxf(row_max[r], sm80::quad_max(tile_max));
       const float base = gpu::exp2_base(new_max);
       const float rescale = gpu::rescale_factor(row_max[r], base);
       row_max[r] = new_max;
@@ -312,7 +301,7 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float sum = detail::quad_sum(row_sum[r]);
+    const float sum = sm80::quad_sum(row_sum[r]);
     const float factor = gpu::output_factor(sum);
     const float lse = gpu::natural_lse(row_max[r], sum);
     const int row = warp_row + layout::acc_row(lane, 2 * r);  // within the block

@@ -99,16 +99,6 @@ __device__ inline TileBounds bounds(const FlashParams& p, int work, int block_co
   return b;
 }
 
-__device__ inline float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-__device__ inline float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
 // S = Q K^T for one consumer warpgroup's 64 rows and the stage's block_cols
 // keys. Both operands K-major with the 128-byte swizzle: a k-step of 16
 // elements is 32 bytes along a 128-byte row, so the descriptors start
@@ -189,7 +179,7 @@ __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max
       float m = -INFINITY;
 #pragma unroll
       for (int n = 0; n < BlockCols / 8; ++n) m = fmaxf(m, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
-      tile_max[r] = quad_max(m);
+      tile_max[r] = cuda_flash::sm80::quad_max(m);
     }
   } else if (scale_log2 >= 0.0f) {
 #pragma unroll
@@ -197,7 +187,7 @@ __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max
       float m = -INFINITY;
 #pragma unroll
       for (int n = 0; n < BlockCols / 8; ++n) m = fmaxf(m, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
-      tile_max[r] = quad_max(m) * scale_log2;
+      tile_max[r] = cuda_flash::sm80::quad_max(m) * scale_log2;
     }
   } else {
 #pragma unroll
@@ -205,7 +195,7 @@ __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max
       float m = INFINITY;
 #pragma unroll
       for (int n = 0; n < BlockCols / 8; ++n) m = fminf(m, fminf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
-      tile_max[r] = -quad_max(-m) * scale_log2;
+      tile_max[r] = -cuda_flash::sm80::quad_max(-m) * scale_log2;
     }
   }
 #pragma unroll
@@ -432,7 +422,7 @@ __global__ void __launch_bounds__(block_threads, 1)
     // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float sum = detail::quad_sum(row_sum[r]);
+      const float sum = cuda_flash::sm80::quad_sum(row_sum[r]);
       const float factor = gpu::output_factor(sum);
       const float lse = gpu::natural_lse(row_max[r], sum);
       const int row = b.row0 + thread_row + 8 * r;  // within the sequence

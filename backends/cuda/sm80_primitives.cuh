@@ -102,3 +102,20 @@ struct Pack2<__half> {
 
 }  // namespace mla::cuda_flash::sm80
 #endif  // MLA_SIMT_EMULATION
+
+namespace mla::cuda_flash::sm80 {
+
+// Max and sum over the 4 lanes that share an accumulator row: the layout of
+// mma.sync's and wgmma's fp32 accumulators alike. Warp shuffles, so the same
+// code serves the GPU and the emulator (simt/cuda_device.hpp).
+__device__ inline float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+}  // namespace mla::cuda_flash::sm80
