@@ -37,9 +37,12 @@ inline constexpr std::size_t max_shared_bytes = 227 * 1024;
 // Accumulator and operand registers a consumer thread may hold (O, S and one
 // P fragment); the rest of consumer_registers is addresses and softmax state.
 inline constexpr int fragment_register_budget = 184;
-// Six mbarriers: Q full / empty, K+V full / empty per stage.
+// Ten mbarriers: Q full / empty, and per stage K full / empty and V full /
+// empty. K and V have barriers of their own so that a stage's K is given back
+// as soon as S = Q K^T has read it, a whole P V earlier than its V: the next
+// K then loads while the current tile's softmax and P V run.
 inline constexpr int stages = 2;
-inline constexpr std::size_t barrier_bytes = 8 * (2 + 2 * stages);
+inline constexpr std::size_t barrier_bytes = 8 * (2 + 4 * stages);
 // After the barriers: the tile the producer hands to the consumers with each
 // Q (an int, -1 when there is none left), padded to 8 bytes.
 inline constexpr std::size_t tile_slot_bytes = 8;
@@ -60,7 +63,8 @@ struct HopperTileConfig {
   MLA_HOST_DEVICE constexpr std::size_t q_bytes() const { return qk_panels() * q_panel_bytes(); }
   MLA_HOST_DEVICE constexpr std::size_t k_bytes() const { return qk_panels() * kv_panel_bytes(); }
   MLA_HOST_DEVICE constexpr std::size_t v_bytes() const { return v_panels() * kv_panel_bytes(); }
-  // Bytes the TMA boxes of one stage bring: the expect_tx of its full barrier.
+  // Bytes of one stage (its K, then its V); k_bytes() and v_bytes() are the
+  // expect_tx of its K and V full barriers.
   MLA_HOST_DEVICE constexpr std::size_t stage_bytes() const { return k_bytes() + v_bytes(); }
   // Layout from the 1024-aligned base: [Q][stage 0: K, V][stage 1: K, V][barriers][tile slot].
   MLA_HOST_DEVICE constexpr std::size_t stage_offset(int stage) const { return q_bytes() + stage * stage_bytes(); }

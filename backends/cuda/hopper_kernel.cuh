@@ -11,13 +11,14 @@
 // block is three warpgroups:
 //   producer (warpgroup 0, one elected thread): per tile, the tile index into
 //     shared memory and Q by TMA once (q_full / q_empty), then the K and V
-//     tiles through a 2-stage pipeline (full / empty per stage, expect_tx of
-//     the stage's box bytes); at the end -1 into the slot;
+//     tiles through a 2-stage pipeline (full / empty barriers per stage for
+//     K and for V, each full barrier expecting its boxes' bytes); at the end
+//     -1 into the slot;
 //   consumers (warpgroups 1 and 2, 64 query rows each): per key tile
 //     S = Q K^T   (wgmma m64nNk16, Q and K from 128-byte swizzled shared memory)
 //     scale into the log2 domain, mask (masked tiles only), online softmax
 //     O = O * rescale; O += P V (wgmma with P from registers, V MN-major)
-//     then release the stage. The epilogue divides by the row sum and writes
+//     releasing K once S has read it and V once P V has. The epilogue divides by the row sum and writes
 //     O (q's dtype or fp8 e4m3) and the natural-log LSE straight from the
 //     accumulators, predicated per row: a TMA store could not stop at a
 //     sequence's end in a varlen batch.
@@ -254,8 +255,10 @@ __global__ void __launch_bounds__(block_threads, 1)
   auto* const bars = reinterpret_cast<std::uint64_t*>(smem + cfg.barrier_offset());
   std::uint64_t* const q_full = bars;
   std::uint64_t* const q_empty = bars + 1;
-  const auto kv_full = [&](int stage) { return bars + 2 + stage; };
-  const auto kv_empty = [&](int stage) { return bars + 2 + stages + stage; };
+  const auto k_full = [&](int stage) { return bars + 2 + stage; };
+  const auto k_empty = [&](int stage) { return bars + 2 + stages + stage; };
+  const auto v_full = [&](int stage) { return bars + 2 + 2 * stages + stage; };
+  const auto v_empty = [&](int stage) { return bars + 2 + 3 * stages + stage; };
   auto* const tile_slot = reinterpret_cast<volatile int*>(smem + cfg.tile_slot_offset());
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -264,8 +267,10 @@ __global__ void __launch_bounds__(block_threads, 1)
     sm90::mbarrier_init(q_full, 1);
     sm90::mbarrier_init(q_empty, consumer_threads);
     for (int stage = 0; stage < stages; ++stage) {
-      sm90::mbarrier_init(kv_full(stage), 1);
-      sm90::mbarrier_init(kv_empty(stage), consumer_threads);
+      sm90::mbarrier_init(k_full(stage), 1);
+      sm90::mbarrier_init(k_empty(stage), consumer_threads);
+      sm90::mbarrier_init(v_full(stage), 1);
+      sm90::mbarrier_init(v_empty(stage), consumer_threads);
     }
     sm90::fence_barrier_init();
   }
@@ -283,7 +288,31 @@ __global__ void __launch_bounds__(block_threads, 1)
       sm90::prefetch_tensor_map(&v_map);
       int* const tile_counter = schedule.tile_counter;
       unsigned q_phase = 0;
-      int it = 0;  // key tiles loaded so far: stage it % 2, phase (it / 2) % 2
+      int it = 0;  // key tiles of earlier tiles: key tile it uses stage it % 2, phase (it / 2) % 2
+      // K or V of key tile `n` (counted over the block's tiles) from key
+      // `key` on: wait until the consumers gave the stage back, then the
+      // boxes, completing on the full barrier.
+      const auto load = [&](int n, int key, int head, bool is_k) {
+        const int stage = n % stages;
+        const unsigned phase = static_cast<unsigned>(n / stages) & 1u;
+        if (is_k) {
+          sm90::mbarrier_wait_parity(k_empty(stage), phase ^ 1u);
+          sm90::mbarrier_arrive_expect_tx(k_full(stage), static_cast<unsigned>(cfg.k_bytes()));
+#pragma unroll
+          for (int panel = 0; panel < qk_panels; ++panel) {
+            sm90::tma_load_3d(k_smem(stage) + panel * cfg.kv_panel_bytes(), &k_map, k_full(stage),
+                              panel * panel_elements, key, head);
+          }
+        } else {
+          sm90::mbarrier_wait_parity(v_empty(stage), phase ^ 1u);
+          sm90::mbarrier_arrive_expect_tx(v_full(stage), static_cast<unsigned>(cfg.v_bytes()));
+#pragma unroll
+          for (int panel = 0; panel < v_panels; ++panel) {
+            sm90::tma_load_3d(v_smem(stage) + panel * cfg.kv_panel_bytes(), &v_map, v_full(stage),
+                              panel * panel_elements, key, head);
+          }
+        }
+      };
       for (int t = static_cast<int>(blockIdx.x);;
            t = tile_counter != nullptr ? grid + sm90::atomic_add_global(tile_counter, 1) : t + grid) {
         // The consumers have read the previous slot and released Q (the first
@@ -307,24 +336,16 @@ __global__ void __launch_bounds__(block_threads, 1)
                             b.q_start + b.row0, a.head);
         }
         q_phase ^= 1u;
-        for (int i = 0; i < b.key_tiles; ++i, ++it) {
-          const int kt = b.key_tiles - 1 - i;
-          const int stage = it % stages;
-          const unsigned phase = static_cast<unsigned>(it / stages) & 1u;
-          sm90::mbarrier_wait_parity(kv_empty(stage), phase ^ 1u);
-          sm90::mbarrier_arrive_expect_tx(kv_full(stage), static_cast<unsigned>(cfg.stage_bytes()));
-          const int key = b.k_start + kt * block_cols;
-#pragma unroll
-          for (int panel = 0; panel < qk_panels; ++panel) {
-            sm90::tma_load_3d(k_smem(stage) + panel * cfg.kv_panel_bytes(), &k_map, kv_full(stage),
-                              panel * panel_elements, key, a.head);
-          }
-#pragma unroll
-          for (int panel = 0; panel < v_panels; ++panel) {
-            sm90::tma_load_3d(v_smem(stage) + panel * cfg.kv_panel_bytes(), &v_map, kv_full(stage),
-                              panel * panel_elements, key, a.head);
-          }
+        // In the order the consumers need them: K_0, then K_i before V_{i-1}
+        // (their step i reads K_i, then V_{i-1}), then the last V. Key tile i
+        // starts at key (key_tiles - 1 - i) * block_cols.
+        const auto key_of = [&](int i) { return b.k_start + (b.key_tiles - 1 - i) * block_cols; };
+        for (int i = 0; i < b.key_tiles; ++i) {
+          load(it + i, key_of(i), a.head, true);
+          if (i > 0) load(it + i - 1, key_of(i - 1), a.head, false);
         }
+        if (b.key_tiles > 0) load(it + b.key_tiles - 1, key_of(b.key_tiles - 1), a.head, false);
+        it += b.key_tiles;
       }
     }
     return;
@@ -341,6 +362,22 @@ __global__ void __launch_bounds__(block_threads, 1)
   const unsigned char* const q_rows = q_smem + consumer * rows_per_consumer * panel_row_bytes;
   const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
   const cuda_flash::sm80::Pack2<T> pack{};
+  // Ping-pong (schedule.pingpong): the two consumers take turns at issuing
+  // their wgmmas, each passing the turn to the other right after, so one's
+  // softmax runs while the other's GEMMs occupy the tensor cores. Turn of
+  // consumer c: named barrier 1 + c over both consumers' threads, completed by
+  // c's bar.sync and the other's bar.arrive. Both consumers reach the same
+  // number of issue points (they share every tile), so the turns never stall.
+  const bool pingpong = schedule.pingpong != 0;
+  const unsigned my_turn = 1u + static_cast<unsigned>(consumer);
+  const unsigned other_turn = 2u - static_cast<unsigned>(consumer);
+  const auto take_turn = [&] {
+    if (pingpong) sm90::named_barrier_sync(my_turn, consumer_threads);
+  };
+  const auto pass_turn = [&] {
+    if (pingpong) sm90::named_barrier_arrive(other_turn, consumer_threads);
+  };
+  if (pingpong && consumer == 0) sm90::named_barrier_arrive(my_turn, consumer_threads);  // the first turn
   unsigned q_phase = 0;
   int it = 0;
   // The producer's next tile arrives with its Q; -1: none left. (Written with
@@ -364,16 +401,22 @@ __global__ void __launch_bounds__(block_threads, 1)
       // the sequence's last keys) before the rest. Within the loop the P V of
       // tile i - 1 runs on the tensor cores while tile i's softmax runs:
       //   issue S_i = Q K_i^T; issue O += P_{i-1} V_{i-1}; wait for S_i;
-      //   softmax(S_i); wait for the P V; release stage i - 1; rescale O.
+      //   release K_i; softmax(S_i); wait for the P V; release V_{i-1};
+      //   rescale O.
       const int masked_tiles = b.key_tiles - b.unmasked_tiles;
       float s[block_cols / 2];
       std::uint32_t p_frag[block_cols / 16][4];
       float rescale[2];
+      const auto phase_of = [&](int n) { return static_cast<unsigned>(n / stages) & 1u; };
       int prev_stage = it % stages;
-      sm90::mbarrier_wait_parity(kv_full(prev_stage), static_cast<unsigned>(it / stages) & 1u);
+      unsigned prev_phase = phase_of(it);
+      sm90::mbarrier_wait_parity(k_full(prev_stage), prev_phase);
+      take_turn();
       detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(prev_stage));
+      pass_turn();
       sm90::wgmma_wait_group<0>();
       sm90::wgmma_fence_operand(s);
+      sm90::mbarrier_arrive(k_empty(prev_stage));
       if (masked_tiles > 0) {
         detail::online_softmax<true, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.key_tiles - 1, key_end,
                                                  quad_col);
@@ -385,21 +428,28 @@ __global__ void __launch_bounds__(block_threads, 1)
       ++it;
       const auto step = [&](int i, auto masked) {
         const int stage = it % stages;
-        sm90::mbarrier_wait_parity(kv_full(stage), static_cast<unsigned>(it / stages) & 1u);
+        const unsigned phase = phase_of(it);
+        sm90::mbarrier_wait_parity(k_full(stage), phase);
+        take_turn();
         detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(stage));
+        sm90::mbarrier_wait_parity(v_full(prev_stage), prev_phase);
         sm90::wgmma_fence_operand(o);
         detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
+        pass_turn();
         sm90::wgmma_wait_group<1>();  // S_i has landed; the P V may still run
         sm90::wgmma_fence_operand(s);
+        // The wgmmas that read K_i have completed: the producer may refill its slot.
+        sm90::mbarrier_arrive(k_empty(stage));
         detail::online_softmax<decltype(masked)::value, block_cols>(s, row_max, row_sum, rescale, p.scale_log2,
                                                                     b.key_tiles - 1 - i, key_end, quad_col);
         sm90::wgmma_wait_group<0>();
         sm90::wgmma_fence_operand(o);
-        // The wgmmas that read the previous stage have completed: the producer may refill it.
-        sm90::mbarrier_arrive(kv_empty(prev_stage));
+        // The wgmmas that read V_{i-1} have completed: the producer may refill its slot.
+        sm90::mbarrier_arrive(v_empty(prev_stage));
         detail::rescale_o<HeadDimV>(o, rescale);
         detail::pack_p<T, block_cols>(p_frag, s);
         prev_stage = stage;
+        prev_phase = phase;
         ++it;
       };
       int i = 1;
@@ -409,11 +459,14 @@ __global__ void __launch_bounds__(block_threads, 1)
       // producer may load the next tile's Q while the last P V and the
       // epilogue run, so the next tile starts without a gap.
       sm90::mbarrier_arrive(q_empty);
+      sm90::mbarrier_wait_parity(v_full(prev_stage), prev_phase);
+      take_turn();
       sm90::wgmma_fence_operand(o);
       detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
+      pass_turn();
       sm90::wgmma_wait_group<0>();
       sm90::wgmma_fence_operand(o);
-      sm90::mbarrier_arrive(kv_empty(prev_stage));
+      sm90::mbarrier_arrive(v_empty(prev_stage));
     } else {
       sm90::mbarrier_arrive(q_empty);  // no key: nothing read Q
     }
@@ -447,6 +500,9 @@ __global__ void __launch_bounds__(block_threads, 1)
       }
     }
   }
+  // The other consumer's last pass is still counted on this one's turn
+  // barrier: complete that phase, so the block leaves no barrier half-done.
+  if (pingpong && consumer == 0) sm90::named_barrier_sync(my_turn, consumer_threads);
 }
 
 }  // namespace mla::hopper_flash

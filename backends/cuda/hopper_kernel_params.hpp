@@ -12,6 +12,9 @@ struct HopperSchedule {
   // is ready for another, so blocks that drew light tiles take more (the
   // tiles are heaviest first). Null: block b takes b, b + gridDim.x, ...
   int* tile_counter = nullptr;
+  // Nonzero: the two consumer warpgroups take turns at issuing their wgmmas
+  // (hopper_kernel.cuh), so one's softmax overlaps the other's GEMMs.
+  int pingpong = 0;
 };
 
 }  // namespace mla::hopper_flash

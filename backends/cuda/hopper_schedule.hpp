@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/hopper_config.hpp"
@@ -19,6 +20,22 @@ struct PersistentGrid {
   int blocks = 0;
   HopperSchedule schedule;
 };
+
+// Whether the consumers take turns at the tensor cores (HopperSchedule::
+// pingpong) when MLA_HOPPER_PINGPONG does not say.
+inline constexpr bool default_pingpong = false;
+
+// MLA_HOPPER_PINGPONG=1 or 0 turns the consumers' ping-pong on or off (a
+// tuning knob for benchmarks); unset or empty: default_pingpong. Raises
+// Error(invalid_argument) for anything else.
+inline bool pingpong_setting() {
+  const char* value = std::getenv("MLA_HOPPER_PINGPONG");
+  if (value == nullptr || *value == '\0') return default_pingpong;
+  const std::string text(value);
+  if (text == "1") return true;
+  if (text == "0") return false;
+  raise(ErrorCategory::invalid_argument, "MLA_HOPPER_PINGPONG must be 0 or 1; got '" + text + "'");
+}
 
 // Heads are grouped up to `max_group` (hopper_config.hpp, l2_max_head_group).
 // Raises Error(invalid_argument) naming `kernel` when the tiles overflow the
@@ -35,6 +52,7 @@ inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multip
   }
   grid.schedule.total_tiles = static_cast<int>(tiles);
   grid.schedule.head_group = head_group(params.num_heads, max_group);
+  grid.schedule.pingpong = pingpong_setting() ? 1 : 0;
   grid.blocks = static_cast<int>(std::min<std::int64_t>(tiles, std::max(multiprocessors, 1)));
   return grid;
 }

@@ -2,7 +2,11 @@
 // MLA_WITH_HOPPER_FLASH, HOPPER_FLASH, on DeepSeek dims (dqk 192, V 128,
 // bf16, causal), and of merge_attn_states against a device-to-device copy.
 //
-//   mla-bench-gpu [--quick] [--runs N]     markdown tables on stdout
+//   mla-bench-gpu [--quick] [--runs N] [--heads H] [--impl NAME] [--attention-only]
+//                                          markdown tables on stdout
+// --heads and --impl keep only the attention rows of H heads or of one
+// backend (CUDA_FLASH, HOPPER_FLASH); --attention-only skips the merge and
+// projection tables: short runs for comparing kernel variants in one call.
 //
 // Attention: heads 128 and 16, one sequence of 1k..16k tokens and a varlen
 // batch with the same total tokens. Each timed run reads a different set of
@@ -48,6 +52,9 @@ constexpr int rotations = 3;
 struct Options {
   bool quick = false;
   int runs = 30;
+  int heads = 0;     // > 0: only this head count
+  std::string impl;  // non-empty: only this backend
+  bool attention_only = false;
 };
 
 double median(std::vector<double> values) {
@@ -316,7 +323,9 @@ int run(const Options& options) {
   std::printf("Device: %s\n\n", queue.capability().describe().c_str());
   const std::vector<int> seqlens =
       options.quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
-  const std::vector<int> heads = options.quick ? std::vector<int>{16} : std::vector<int>{128, 16};
+  const std::vector<int> heads = options.heads > 0 ? std::vector<int>{options.heads}
+                                 : options.quick  ? std::vector<int>{16}
+                                                  : std::vector<int>{128, 16};
   const std::vector<std::int64_t> merge_tokens =
       options.quick ? std::vector<std::int64_t>{16384} : std::vector<std::int64_t>{16384, 65536};
   // Pool: one rotation set of the largest attention case plus room to shift,
@@ -328,10 +337,13 @@ int run(const Options& options) {
   const RandomPool pool(queue, std::max(largest + largest / 2, merge_inputs));
 
   // The kernels timed side by side: CUDA_FLASH everywhere, HOPPER_FLASH where it is valid.
-  std::vector<BackendEntry> kernels = {detail::cuda_flash_backend_entry()};
+  std::vector<BackendEntry> kernels;
+  if (options.impl.empty() || options.impl == "CUDA_FLASH") kernels.push_back(detail::cuda_flash_backend_entry());
   const BackendEntry hopper = detail::hopper_flash_backend_entry();
   const std::vector<std::string> hopper_reasons = validate(hopper.description, queue.capability(), {dtype, dims});
-  if (hopper_reasons.empty()) {
+  if (!options.impl.empty() && options.impl != "HOPPER_FLASH") {
+    // not asked for
+  } else if (hopper_reasons.empty()) {
     kernels.push_back(hopper);
   } else {
     std::printf("HOPPER_FLASH not timed:");
@@ -349,6 +361,7 @@ int run(const Options& options) {
       }
     }
   }
+  if (options.attention_only) return 0;
   std::printf(
       "\n| impl | shape | heads | tokens | median ms | GB/s | D2D copy ms | copy GB/s | merge / copy speed |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -377,8 +390,17 @@ int main(int argc, char** argv) {
       options.quick = true;
     } else if (arg == "--runs" && i + 1 < argc) {
       options.runs = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--heads" && i + 1 < argc) {
+      options.heads = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--impl" && i + 1 < argc && (std::string(argv[i + 1]) == "CUDA_FLASH" ||
+                                                    std::string(argv[i + 1]) == "HOPPER_FLASH")) {
+      options.impl = argv[++i];
+    } else if (arg == "--attention-only") {
+      options.attention_only = true;
     } else {
-      std::fprintf(stderr, "usage: mla-bench-gpu [--quick] [--runs N]\n");
+      std::fprintf(stderr,
+                   "usage: mla-bench-gpu [--quick] [--runs N] [--heads H] [--impl CUDA_FLASH|HOPPER_FLASH] "
+                   "[--attention-only]\n");
       return 2;
     }
   }
