@@ -324,8 +324,8 @@ int run(const Options& options) {
   const std::vector<int> seqlens =
       options.quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
   const std::vector<int> heads = options.heads > 0 ? std::vector<int>{options.heads}
-                                 : options.quick  ? std::vector<int>{16}
-                                                  : std::vector<int>{128, 16};
+                                 : options.quick   ? std::vector<int>{16}
+                                                   : std::vector<int>{128, 16};
   const std::vector<std::int64_t> merge_tokens =
       options.quick ? std::vector<std::int64_t>{16384} : std::vector<std::int64_t>{16384, 65536};
   // Pool: one rotation set of the largest attention case plus room to shift,
@@ -392,8 +392,8 @@ int main(int argc, char** argv) {
       options.runs = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--heads" && i + 1 < argc) {
       options.heads = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--impl" && i + 1 < argc && (std::string(argv[i + 1]) == "CUDA_FLASH" ||
-                                                    std::string(argv[i + 1]) == "HOPPER_FLASH")) {
+    } else if (arg == "--impl" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "CUDA_FLASH" || std::string(argv[i + 1]) == "HOPPER_FLASH")) {
       options.impl = argv[++i];
     } else if (arg == "--attention-only") {
       options.attention_only = true;
