@@ -22,8 +22,10 @@ struct PersistentGrid {
 };
 
 // Whether the consumers take turns at the tensor cores (HopperSchedule::
-// pingpong) when MLA_HOPPER_PINGPONG does not say.
-inline constexpr bool default_pingpong = false;
+// pingpong) when MLA_HOPPER_PINGPONG does not say. On: on an H200 at
+// DeepSeek-V3's shape it gave +3% at 8k and +5-10% at 1k-2k tokens over the
+// consumers issuing freely (bench/results/h200-hopper-kv-barriers-2026-11-26.md).
+inline constexpr bool default_pingpong = true;
 
 // MLA_HOPPER_PINGPONG=1 or 0 turns the consumers' ping-pong on or off (a
 // tuning knob for benchmarks); unset or empty: default_pingpong. Raises
