@@ -44,14 +44,15 @@ __global__ void project_mma_kernel(const ProjectParams p) {
   const auto* weight = static_cast<const WStorage*>(p.weight);
   const auto latent = [&](int row, std::int64_t k) {
     const std::int64_t token = t0 + row;
-    return token < p.tokens && k < p.latent_dim ? p.latents[token * p.latents_stride[0] + k * p.latents_stride[1]]
-                                                : 0.0f;
+    return token < p.tokens && k < p.latent_dim
+               ? sm80::load_global(&p.latents[token * p.latents_stride[0] + k * p.latents_stride[1]])
+               : 0.0f;
   };
   const auto w = [&](int col, std::int64_t k) {
     const std::int64_t c = c0 + col;
-    return c < p.columns && k < p.latent_dim
-               ? MLA_GPU_NAMESPACE::Element<W>::load(weight[c * p.weight_stride[0] + k * p.weight_stride[1]])
-               : 0.0f;
+    return c < p.columns && k < p.latent_dim ? MLA_GPU_NAMESPACE::Element<W>::load(sm80::load_global(
+                                                   &weight[c * p.weight_stride[0] + k * p.weight_stride[1]]))
+                                             : 0.0f;
   };
   const sm80::Pack2<T> pack;
   float acc[n_tiles][4] = {};

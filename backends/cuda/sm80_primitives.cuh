@@ -29,6 +29,13 @@ __device__ inline void cp_async_16(std::uint32_t dst, const void* src, bool fill
 
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
+// A plain global load, named so that the emulator can count it (its cost
+// model's sectors per warp-wide request); here just the load.
+template <class T>
+__device__ inline T load_global(const T* address) {
+  return *address;
+}
+
 // Waits until at most `Pending` of this thread's committed groups are in flight.
 template <int Pending>
 __device__ inline void cp_async_wait() {

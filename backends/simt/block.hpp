@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "emulator.hpp"
+#include "simt/cost.hpp"
 
 namespace mla::simt {
 
@@ -100,6 +103,25 @@ struct Thread {
   std::deque<std::vector<std::uint32_t>> store_committed;
   std::uint64_t store_groups = 0;
   std::vector<std::uint32_t> unfenced;  // chunks written by generic stores since its last fence.proxy.async
+  // Cost counting: how often this thread reached each per-thread shared access site.
+  std::map<std::pair<const char*, unsigned>, std::uint64_t> site_visits;
+};
+
+// The lanes of one per-thread shared access (cost.cpp): the k-th time the
+// lanes of a warp reach one call site.
+struct LaneGroupKey {
+  int warp = 0;
+  const char* file = "";
+  unsigned line = 0;
+  std::uint64_t visit = 0;
+  unsigned bytes_each = 0;
+  bool operator<(const LaneGroupKey& o) const {
+    if (warp != o.warp) return warp < o.warp;
+    if (file != o.file) return std::less<const char*>()(file, o.file);
+    if (line != o.line) return line < o.line;
+    if (visit != o.visit) return visit < o.visit;
+    return bytes_each < o.bytes_each;
+  }
 };
 
 // A cp.async.bulk.tensor load between issue and landing: the box as it will
@@ -164,6 +186,11 @@ struct Block {
   NamedBarrier named[16];
   std::uint64_t activity = 0;  // side effects so far: a spin that sees none is stuck
   std::uint64_t serial = 0;    // orders landings against barrier releases
+  // Cost counting (cost.hpp): this launch's counts, and per-thread accesses
+  // whose warp has not fully arrived yet.
+  KernelCost cost;
+  std::map<LaneGroupKey, std::vector<std::pair<int, std::uint32_t>>> lane_groups;
+  std::map<LaneGroupKey, std::vector<std::uintptr_t>> global_lane_groups;
 
   unsigned char* bytes(std::uint32_t address) { return shared.data() + (address - shared_base); }
   ShadowChunk& shadow_of(std::uint32_t address) { return shadow[(address - shared_base) / chunk_bytes]; }
@@ -184,6 +211,11 @@ extern thread_local Thread* current_thread;
 
 void yield(Thread& thread);
 std::string where(const Site& site);
+
+// Cost counting (cost.cpp): a finished block's incomplete lane groups, and a
+// finished launch's counts into the per-kernel totals.
+void flush_block_cost(Block& block);
+void merge_launch_cost(const std::string& kernel, const KernelCost& cost);
 
 // A warpgroup-wide operation (128 threads, 4 warps from a multiple of 4):
 // `arg` is this thread's operand, read by `compute` once all have arrived.

@@ -129,6 +129,7 @@ void resolve_stall(Block& block) {
                std::to_string(at_barrier->linear) + " waits at __syncthreads (" + where(at_barrier->site) + ")");
   }
   block.stats.barrier_checks += block.threads.size();
+  count_barrier();
   ++block.epoch;
   ++block.serial;
   ++block.activity;
@@ -309,12 +310,16 @@ void launch(const LaunchConfig& config, const std::function<void()>& kernel) {
           }
         }
         run_block(block, kernel, stacks);
+        flush_block_cost(block);
+        ++block.cost.blocks;
         // Drop the finished fibers before the next block reuses their stacks.
         for (Thread& t : block.threads) t.fiber = {};
         ++stats.blocks;
       }
     }
   }
+  block.cost.launches = 1;
+  merge_launch_cost(config.kernel, block.cost);
   stats.shared_checks = block.stats.shared_checks;
   stats.global_checks = block.stats.global_checks;
   stats.collective_checks = block.stats.collective_checks;
@@ -533,6 +538,8 @@ void cp_async_16(std::uint32_t dst, const void* src, bool fill, Site site) {
   std::memset(block.bytes(dst), poison_byte, chunk_bytes);
   c.copy_thread = t.linear;
   t.open.push_back(copy);
+  count_global_lane_read(fill ? src : nullptr, chunk_bytes, site.file, site.line);
+  count_shared_lane_access(dst, chunk_bytes, site.file, site.line);
 }
 
 void cp_async_commit() {

@@ -119,6 +119,7 @@ void try_complete_phase(Block& block, std::uint32_t bar) {
   }
   if (m.tx != 0) return;
   ++m.phase;
+  count_barrier();
   m.pending = m.count;
   ++block.serial;
   block.wake_mbarrier_waiters(bar);
@@ -268,6 +269,7 @@ void named_barrier(unsigned id, unsigned thread_count, bool wait, Site site) {
   ++block.activity;
   if (++b.arrived == b.count) {
     b = NamedBarrier{};
+    count_barrier();
     ++block.serial;
     ++block.epoch;
     for (Thread& other : block.threads) {

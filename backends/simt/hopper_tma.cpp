@@ -91,6 +91,8 @@ void tma_load(std::uint32_t dst, const TensorMap& map, std::uint32_t bar, const 
                            "the initialisation");
   }
   const std::uint32_t bytes = check_box(block, map, dst, "cp.async.bulk.tensor load", site);
+  count_global_read(bytes);
+  count_shared_bytes(bytes);
   TmaTransfer transfer;
   transfer.dst = dst;
   transfer.bytes.assign(bytes, 0);

@@ -120,6 +120,9 @@ void wgmma_compute(Block& block, int first) {
     }
   }
   read_operand(block, first, head, head.b_desc, head.trans_b, head.n, b, "B");
+  count_tensor_flops(2ull * 64 * static_cast<std::uint64_t>(head.n) * 16);
+  // A (64 x 16) from shared memory unless it came from registers, B (n x 16) always; 16-bit elements.
+  count_shared_bytes((head.a_regs == nullptr ? 64u * 16 * 2 : 0u) + static_cast<std::uint64_t>(head.n) * 16 * 2);
   for (int i = 0; i < 128; ++i) {
     auto& arg = *static_cast<WgmmaArg*>(block.threads[static_cast<std::size_t>(first + i)].arg);
     for (int r = 0; r < head.n / 2; ++r) {
@@ -140,6 +143,14 @@ struct StmatrixIn {
 
 void stmatrix_compute(Block& block, int first) {
   const auto& head = *reinterpret_cast<const StmatrixIn*>(block.threads[static_cast<std::size_t>(first)].in);
+  if (cost_counting()) {
+    std::vector<std::pair<int, std::uint32_t>> rows;
+    for (int lane = 0; lane < 32; ++lane) {
+      rows.emplace_back(
+          lane, reinterpret_cast<const StmatrixIn*>(block.threads[static_cast<std::size_t>(first + lane)].in)->address);
+    }
+    count_shared_access(rows, chunk_bytes);
+  }
   std::uint16_t m[4][8][8];  // [matrix][row][col]
   for (int lane = 0; lane < 32; ++lane) {
     Thread& t = block.threads[static_cast<std::size_t>(first + lane)];

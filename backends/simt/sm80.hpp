@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "simt/cost.hpp"
 #include "simt/cuda_device.hpp"
 
 namespace mla::cuda_flash::sm80 {
@@ -23,6 +24,13 @@ inline void cp_async_16(std::uint32_t dst, const void* src, bool fill, const cha
 }
 
 inline void cp_async_commit() { simt::cp_async_commit(); }
+
+// A plain global load, counted by the cost model (simt/cost.hpp).
+template <class T>
+inline T load_global(const T* address, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  simt::count_global_lane_read(address, sizeof(T), file, line);
+  return *address;
+}
 
 template <int Pending>
 inline void cp_async_wait(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
@@ -49,6 +57,7 @@ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t 
 // ex2.approx.ftz.f32: denormal inputs read as 0, denormal results become 0;
 // the host's exp2f stands in for the unit's approximation (within 2 ulp).
 inline float exp2_ftz(float x) {
+  simt::count_exp();
   if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
   const float y = std::exp2f(x);
   return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;

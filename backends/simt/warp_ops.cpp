@@ -47,6 +47,12 @@ struct LdmatrixOut {
 void ldmatrix_compute(Block& block, int first) {
   const LdmatrixIn& head = in_of<LdmatrixIn>(block, first);
   std::uint16_t m[4][8][8];  // [matrix][row][col]
+  if (cost_counting()) {
+    std::vector<std::pair<int, std::uint32_t>> rows;
+    for (int lane = 0; lane < 8 * head.matrices; ++lane)
+      rows.emplace_back(lane, in_of<LdmatrixIn>(block, first + lane).address);
+    count_shared_access(rows, chunk_bytes);
+  }
   for (int matrix = 0; matrix < head.matrices; ++matrix) {
     for (int row = 0; row < 8; ++row) {
       const int lane = 8 * matrix + row;
@@ -95,6 +101,7 @@ std::uint16_t half_of(std::uint32_t reg, int i) { return (i & 1) ? high(reg) : l
 
 void mma_compute(Block& block, int first) {
   const Element element = in_of<MmaIn>(block, first).element;
+  count_tensor_flops(2 * 16 * 8 * 16);
   float a[16][16], b[16][8], c[16][8];
   for (int lane = 0; lane < 32; ++lane) {
     const MmaIn& in = in_of<MmaIn>(block, first + lane);
@@ -145,6 +152,7 @@ void mfma_compute(Block& block, int first) {
   const MfmaIn& head = in_of<MfmaIn>(block, first);
   const int values = head.values;
   const int depth = 2 * values;  // k of one product
+  count_tensor_flops(2ull * 32 * 32 * static_cast<std::uint64_t>(depth));
   float a[32][8], b[8][32], c[32][32];
   for (int lane = 0; lane < 64; ++lane) {
     const MfmaIn& in = in_of<MfmaIn>(block, first + lane);
