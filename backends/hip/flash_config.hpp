@@ -73,6 +73,14 @@ MLA_HOST_DEVICE constexpr bool is_valid(const FlashTileConfig& c) {
 // per SIMD) runs per CU and the kernels may use the whole register file;
 // smaller key tiles would allow two, at twice the barriers per key. Which is
 // faster is unmeasured (it takes an AMD GPU), so the larger key tile comes first.
+// CDNA3 (gfx942, MI300X) has the same budgets (64 KiB of LDS per CU, 512
+// registers per lane at one wave per SIMD), so it gets the same rows: the table
+// has no per-target rows. What limits it there, by this reasoning and
+// unmeasured: 304 CUs hold 304 workgroups at once, so a call with fewer work
+// items x heads leaves CUs idle (DeepSeek-V3 at TP8, 16 heads, needs 2432 query
+// rows to fill them); one wave per SIMD hides global loads and the two barriers
+// per key tile only by its own instruction-level parallelism (K and V are not
+// double-buffered).
 inline constexpr FlashTileConfig tile_candidates[] = {{0, 0, 4, 64}, {0, 0, 4, 32}};
 
 // The instantiations: one row per shape of cuda_hip/flash_shapes.def (a pair

@@ -46,15 +46,7 @@ struct alignas(16) Chunk {
   Operand hi;
 };
 
-// float -> the 16-bit word of the input dtype, round to nearest even.
-template <DType D>
-__device__ inline short to_bits(float value) {
-  if constexpr (D == DType::bfloat16) {
-    return static_cast<short>(numeric::float_to_bf16(value));
-  } else {
-    return __builtin_bit_cast(short, static_cast<_Float16>(value));
-  }
-}
+using mfma::to_bits;
 
 // Row max and sum partners: the lane holding the other 16 keys of the row.
 __device__ inline float row_partner(float value) { return __shfl_xor(value, mfma::tile, mfma::wave_size); }

@@ -6,13 +6,14 @@
 #include "cuda_hip/latents.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
 #include "kernel_choice.hpp"
+#include "projection.hpp"
 
 namespace mla::hip_flash {
 namespace {
 
 constexpr gpu::FlashVendor hip_vendor{
-    "HIP_FLASH",         queue_kind,           choose_kernel, hip::launch_flash_attention, hip::merge_attn_states,
-    hip::gather_latents, hip::project_latents, nullptr,
+    "HIP_FLASH",         queue_kind,      choose_kernel, hip::launch_flash_attention, hip::merge_attn_states,
+    hip::gather_latents, project_latents, nullptr,
 };
 
 }  // namespace

@@ -155,3 +155,20 @@ __device__ inline Accumulator product<DType::bfloat16>(const Operand& a, const O
 }  // namespace mla::hip_flash::mfma
 
 #endif  // MLA_SIMT_EMULATION
+
+// After the device surface: its qualifiers are defined now.
+#include "mla/detail/numeric.hpp"
+
+namespace mla::hip_flash::mfma {
+
+// float -> the 16-bit word of an operand in dtype D, rounded to nearest even.
+template <DType D>
+__device__ inline short to_bits(float value) {
+  if constexpr (D == DType::bfloat16) {
+    return static_cast<short>(numeric::float_to_bf16(value));
+  } else {
+    return __builtin_bit_cast(short, static_cast<_Float16>(value));
+  }
+}
+
+}  // namespace mla::hip_flash::mfma

@@ -50,14 +50,18 @@ void gather(Queue&, const LatentGather& gather, const TensorView& latents, const
   gather_latents_emulated(gather, latents, k);
 }
 
-void project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k, const TensorView& v) {
-  project_latents_emulated(latents, kv_b_proj, k, v);
-}
-
 // CUDA_FLASH's own: tensor cores for bf16 and fp16.
 void cuda_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                   const TensorView& v) {
   project_latents_mma_emulated(latents, kv_b_proj, k, v);
+}
+
+// HIP_FLASH's own: MFMA for bf16 and fp16, on the vendor's target.
+template <AmdTarget Target>
+void hip_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                 const TensorView& v) {
+  if (k.dtype == DType::float32) return project_latents_emulated(latents, kv_b_proj, k, v);
+  project_latents_hip_emulated(latents, kv_b_proj, k, v, Target);
 }
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
@@ -65,10 +69,24 @@ constexpr gpu::FlashVendor cuda_vendor{
     "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project, nullptr,
 };
 constexpr gpu::FlashVendor hip_gfx90a_vendor{
-    "HIP_FLASH (emulated gfx90a)", DeviceBackend::host, hip_choice, hip_launch_gfx90a, merge, gather, project, nullptr,
+    "HIP_FLASH (emulated gfx90a)",
+    DeviceBackend::host,
+    hip_choice,
+    hip_launch_gfx90a,
+    merge,
+    gather,
+    hip_project<AmdTarget::gfx90a>,
+    nullptr,
 };
 constexpr gpu::FlashVendor hip_gfx908_vendor{
-    "HIP_FLASH (emulated gfx908)", DeviceBackend::host, hip_choice, hip_launch_gfx908, merge, gather, project, nullptr,
+    "HIP_FLASH (emulated gfx908)",
+    DeviceBackend::host,
+    hip_choice,
+    hip_launch_gfx908,
+    merge,
+    gather,
+    hip_project<AmdTarget::gfx908>,
+    nullptr,
 };
 
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {

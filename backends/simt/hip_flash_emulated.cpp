@@ -1,8 +1,9 @@
-// The HIP_FLASH kernel source compiled for the emulator: a host clang (15 or
-// newer, for ext_vector_type and _Float16) with MLA_SIMT_EMULATION, so that
-// hip/mfma.hpp takes its device surface from simt/hip_device.hpp and its MFMA
-// products from the emulator. Built by hip_emulated.cmake; the launcher
-// mirrors hip/flash_kernel_launch.hpp.
+// The HIP_FLASH kernel sources compiled for the emulator (attention and the
+// MFMA up-projection): a host clang (15 or newer, for ext_vector_type and
+// _Float16) with MLA_SIMT_EMULATION, so that hip/mfma.hpp takes its device
+// surface from simt/hip_device.hpp and its MFMA products from the emulator.
+// Built by hip_emulated.cmake; the launchers mirror
+// hip/flash_kernel_launch.hpp and hip/projection.hip.
 #if !defined(MLA_SIMT_EMULATION)
 #error "compile hip_flash_emulated.cpp with -DMLA_SIMT_EMULATION (hip_emulated.cmake does)"
 #endif
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "hip/flash_kernel.hpp"
+#include "hip/projection_kernel.hpp"
 #include "mla/error.hpp"
 #include "simt/emulator.hpp"
 #include "simt/hip_device.hpp"
@@ -87,6 +89,21 @@ void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int 
                                             " with qk head dim " + std::to_string(head_dim_qk) + " and v head dim " +
                                             std::to_string(head_dim_v));
   }
+}
+
+void project_latents_hip_emulated(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                                  const TensorView& v, AmdTarget target) {
+  const TargetScope scope(target);
+  hip_flash::projection::project_mfma_with(latents, kv_b_proj, k, v,
+                                           [](auto kernel, const emulated::latent_kernel::LatentLaunch& how,
+                                              const emulated::latent_kernel::ProjectParams& params) {
+                                             LaunchConfig config;
+                                             config.kernel = how.name;
+                                             config.grid = {how.grid_x, how.grid_y, 1};
+                                             config.block = {how.block_x, how.block_y, 1};
+                                             config.warp_size = hip_flash::mfma::wave_size;
+                                             launch(config, [&] { kernel(params); });
+                                           });
 }
 
 }  // namespace mla::simt

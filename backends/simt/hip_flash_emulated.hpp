@@ -22,4 +22,11 @@ bool hip_flash_emulated_built();
 void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
                                AmdTarget target = AmdTarget::gfx90a);
 
+// Runs HIP_FLASH's MFMA up-projection (hip/projection_kernel.hpp) over the
+// grid its launch uses, for bf16 or fp16 k and v; the arguments must have
+// passed check_latent_projection. Raises Error(not_supported) when the
+// kernels were not built and Error(device) for a hazard.
+void project_latents_hip_emulated(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
+                                  const TensorView& v, AmdTarget target = AmdTarget::gfx90a);
+
 }  // namespace mla::simt

@@ -17,4 +17,11 @@ void launch_hip_flash_emulated(const gpu::FlashParams&, DType dtype, int head_di
             ") was not built: it needs clang++ 15 or newer, and CMake found none (MLA_SIMT_CLANGXX)");
 }
 
+void project_latents_hip_emulated(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                                  AmdTarget) {
+  raise(ErrorCategory::not_supported,
+        "emulated HIP_FLASH's MFMA projection was not built: it needs clang++ 15 or newer, and CMake found none "
+        "(MLA_SIMT_CLANGXX)");
+}
+
 }  // namespace mla::simt
