@@ -7,7 +7,8 @@
 // tokens (qk 192 = 128 + 64, v 128, bf16; 2 heads of 512 tokens by default)
 // through CUDA_FLASH, HOPPER_FLASH and HIP_FLASH (gfx90a forms, where the
 // build has it) as emulated backends, and the MLA step's up-projection
-// (latent 512) through CUDA_FLASH's own tensor-core kernel. Per kernel: the
+// (latent 512) through CUDA_FLASH's own tensor-core kernel and HIP_FLASH's
+// MFMA kernel. Per kernel: the
 // counts per key tile (one query tile against one key tile, the unit of the
 // attention main loop), the bank-conflict replays, and a roofline for an
 // H100 SXM: 989 TF/s dense bf16, 128 B/clk/SM of shared memory and 16
@@ -102,13 +103,13 @@ bool run_attention(const BackendEntry& entry, const Options& options, std::mt199
   return true;
 }
 
-void run_projection(const Options& options, std::mt19937& rng) {
+void run_projection(const BackendEntry& entry, const Options& options, std::mt19937& rng) {
   BackendParams params;
   params.num_heads = options.heads;
   params.dims = {128, 64, 128};
   params.dtype = DType::bfloat16;
   params.kv_lora_rank = latent_rank;
-  auto backend = simt::emulated_cuda_flash_entry().factory(params);
+  auto backend = entry.factory(params);
   const std::int64_t t = options.tokens;
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   Aligned<float> latents(static_cast<std::size_t>(t * latent_rank));
@@ -212,8 +213,12 @@ int run(const Options& options) {
   } else {
     std::printf("HIP_FLASH not run: the build found no clang to compile the emulated HIP kernel\n\n");
   }
-  run_projection(options, rng);
+  run_projection(simt::emulated_cuda_flash_entry(), options, rng);
   ++expected;
+  if (simt::hip_flash_emulated_built()) {
+    run_projection(simt::emulated_hip_flash_entry(), options, rng);
+    ++expected;
+  }
   simt::set_cost_counting(false);
   const auto costs = simt::kernel_costs();
   int with_flops = 0;
