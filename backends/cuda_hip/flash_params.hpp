@@ -40,6 +40,9 @@ struct FlashParams {
   // num_work is batch size * tiles_per_seq.
   std::int32_t tiles_per_seq = 0;
   std::int32_t num_heads = 0;
+  // Heads per L2 group of the block order (gpu::head_tile); 0: all heads.
+  // The CUDA kernel reads it; the HIP kernel's grid has heads in its y.
+  std::int32_t head_group = 0;
   // Whether each query sees only keys up to its diagonal. The HIP kernel reads
   // it; the CUDA kernel is instantiated per causality and the dispatch picks.
   bool causal = false;

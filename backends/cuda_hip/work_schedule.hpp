@@ -62,6 +62,27 @@ MLA_HOST_DEVICE inline WorkItem work_item(const WorkItem* list, int tiles_per_se
   return WorkItem{w / tiles_per_seq, tiles_per_seq - 1 - w % tiles_per_seq};
 }
 
+// Which (work item, head) thread block `block` of a grid of num_work x
+// num_heads blocks takes: heads in groups of `group` (a divisor of
+// num_heads), each group's blocks before the next group's, and within a
+// group the work items fastest (list order: heaviest first), one head after
+// another. While a group runs, the blocks in flight read the K and V of its
+// heads only, so a group sized to the L2 keeps them there. A group of all the
+// heads is the plain order: work items in list order, every head of one
+// before the next.
+struct HeadTile {
+  int work = 0;
+  int head = 0;
+};
+
+MLA_HOST_DEVICE inline HeadTile head_tile(int block, int num_work, int num_heads, int group) {
+  if (group <= 0 || group >= num_heads) return HeadTile{block / num_heads, block % num_heads};
+  const int per_group = num_work * group;
+  const int g = block / per_group;
+  const int r = block - g * per_group;
+  return HeadTile{r % num_work, g * group + r / num_work};
+}
+
 // Every (sequence, query tile) of a batch, heaviest first (most key tiles), so
 // the long causal tiles start early and the short ones fill the tail. Ties
 // keep sequence order. Sequences without queries give no item; sequences
