@@ -6,6 +6,7 @@
 #include "cuda/flash_head_group.hpp"
 #include "cuda_hip/flash_launch.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
+#include "cuda_hip/split_merge_kernel.hpp"
 #include "flash_instances.hpp"
 #include "mla/error.hpp"
 
@@ -50,6 +51,14 @@ void launch_flash_attention(Queue& queue, const gpu::FlashParams& params, DType 
     cuda_flash::launch_for_dims<__nv_bfloat16>(grouped, kernel.head_dim_qk, kernel.head_dim_v, grouped.causal, stream);
   } else {
     cuda_flash::launch_for_dims<__half>(grouped, kernel.head_dim_qk, kernel.head_dim_v, grouped.causal, stream);
+  }
+  if (params.num_splits > 1) {
+    split_merge::merge_splits_with(
+        params, dtype, kernel.head_dim_v,
+        [stream](auto merge, const merge_kernel::MergeLaunch& how, const gpu::FlashParams& p, std::int64_t dim) {
+          merge<<<how.blocks, how.threads, 0, stream>>>(p, dim);
+          gpu::check_launch(how.name, how.context);
+        });
   }
 }
 

@@ -6,7 +6,9 @@
 //
 // One thread block per (work item, head); a work item is one query tile of
 // one sequence, heaviest first, and heads come in L2-sized groups
-// (gpu::head_tile). Each warp owns 16 query rows. Per key tile, between two
+// (gpu::head_tile). With split-KV, num_splits neighbouring blocks per (work
+// item, head), each over one range of its key tiles, writing float32
+// partials that a merge kernel joins. Each warp owns 16 query rows. Per key tile, between two
 // barriers (K landed; V landed):
 //   S = Q K^T   (mma; Q as A fragments, K by ldmatrix from swizzled smem)
 //   online softmax in registers, in the log2 domain (unmasked tiles: scale
@@ -33,6 +35,12 @@ namespace mla::cuda_flash {
 using gpu::FlashParams;
 
 namespace detail {
+
+// Two floats stored as one 8-byte access (a split's partial output).
+struct alignas(8) FloatPair {
+  float lo;
+  float hi;
+};
 
 // cp.async of a [Rows, Dim] tile whose row r starts at src + r * row_stride
 // into a swizzled shared tile; rows >= valid_rows become zeros.
@@ -157,7 +165,11 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const int warp = tid / warp_threads;
   const int lane = tid % warp_threads;
 
-  const gpu::HeadTile task = gpu::head_tile(static_cast<int>(blockIdx.x), p.num_work, p.num_heads, p.head_group);
+  // Split-KV: the key splits of one (work item, head) are neighbours.
+  const auto splits = static_cast<unsigned>(p.num_splits);
+  const int split = static_cast<int>(blockIdx.x % splits);
+  const gpu::HeadTile task =
+      gpu::head_tile(static_cast<int>(blockIdx.x / splits), p.num_work, p.num_heads, p.head_group);
   const int head = task.head;
   const gpu::WorkItem item = gpu::work_item(p.work, p.tiles_per_seq, task.work);
   const int q_start = p.cu_seqlens_q[item.seq];
@@ -168,7 +180,11 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
   const int row0 = item.q_tile * block_rows;
   const int rows = min(block_rows, seqlen_q - row0);
-  const int key_tiles = gpu::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  // This block's key tiles: [first_tile, end_tile), all of them without a split.
+  const gpu::KeyTileRange range =
+      gpu::split_key_tiles(gpu::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile), split, p.num_splits);
+  const int first_tile = range.begin;
+  const int end_tile = range.end;
   const int unmasked_tiles = gpu::unmasked_key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
 
   const T* q = static_cast<const T*>(p.q) + static_cast<std::int64_t>(q_start + row0) * p.q_row_stride +
@@ -185,13 +201,16 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     return smem + static_cast<std::uint32_t>(stage * cfg.stage_bytes() + cfg.k_tile_bytes());
   };
 
-  // Prologue: Q, then key tile 0 into stage 0, as three commit groups.
+  // Prologue: Q, then the first key tile into stage 0, as three commit groups.
   detail::load_tile<block_rows, HeadDimQk, threads>(q_smem, q, p.q_row_stride, rows, tid);
   sm80::cp_async_commit();
-  if (key_tiles > 0) {
-    detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(0), k, p.k_row_stride, seqlen_k, tid);
+  if (first_tile < end_tile) {
+    const int first = first_tile * block_cols;
+    detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(0), k + first * p.k_row_stride, p.k_row_stride,
+                                                      seqlen_k - first, tid);
     sm80::cp_async_commit();
-    detail::load_tile<block_cols, HeadDimV, threads>(v_smem(0), v, p.v_row_stride, seqlen_k, tid);
+    detail::load_tile<block_cols, HeadDimV, threads>(v_smem(0), v + first * p.v_row_stride, p.v_row_stride,
+                                                     seqlen_k - first, tid);
     sm80::cp_async_commit();
   }
 
@@ -216,8 +235,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const std::uint32_t v_lane = static_cast<std::uint32_t>(layout::v_key(lane)) * v_row_bytes;
   std::uint32_t q_frag[q_fragments][4];
   if constexpr (cfg.q_in_registers) {
-    if (key_tiles > 0) {
-      sm80::cp_async_wait<2>();  // Q landed; K0 and V0 may still be in flight
+    if (first_tile < end_tile) {
+      sm80::cp_async_wait<2>();  // Q landed; the first K and V may still be in flight
     } else {
       sm80::cp_async_wait<0>();
     }
@@ -243,9 +262,9 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
                           numeric::causal_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
   const sm80::Pack2<T> pack{};
 
-  for (int kt = 0; kt < key_tiles; ++kt) {
-    const int stage = kt & 1;
-    const bool prefetch = kt + 1 < key_tiles;
+  for (int kt = first_tile; kt < end_tile; ++kt) {
+    const int stage = (kt - first_tile) & 1;
+    const bool prefetch = kt + 1 < end_tile;
     sm80::cp_async_wait<1>();  // in flight: V(kt)
     // K(kt) is visible to every warp, and every warp is done with the other
     // stage (tile kt - 1, or Q's space), so it may be refilled.
@@ -342,6 +361,21 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     const int row = warp_row + layout::acc_row(lane, 2 * r);  // within the block
     if (row >= rows) continue;
     const std::int64_t token = static_cast<std::int64_t>(q_start) + row0 + row;
+    if (splits > 1) {
+      // Split-KV: this key range's normalised output and LSE in float32, for the merge.
+      float* partial = p.partial_out + ((static_cast<std::int64_t>(split) * p.q_tokens + token) * p.num_heads + head) *
+                                           static_cast<std::int64_t>(HeadDimV);
+#pragma unroll
+      for (int n = 0; n < o_tiles; ++n) {
+        const int col = n * 8 + layout::acc_col(lane, 0);
+        *reinterpret_cast<detail::FloatPair*>(partial + col) =
+            detail::FloatPair{o[n][2 * r] * factor, o[n][2 * r + 1] * factor};
+      }
+      if (lane % 4 == 0) {
+        p.partial_lse[(static_cast<std::int64_t>(split) * p.num_heads + head) * p.q_tokens + token] = lse;
+      }
+      continue;
+    }
     const std::int64_t out_offset = token * p.out_row_stride + static_cast<std::int64_t>(head) * p.out_head_stride;
 #pragma unroll
     for (int n = 0; n < o_tiles; ++n) {

@@ -52,6 +52,15 @@ struct FlashParams {
   float out_scale = 1.0f;  // fp8 output is saturate(out / out_scale)
   // When set, the scale is read from here (device memory) instead of out_scale.
   const float* out_scale_ptr = nullptr;
+
+  // Split-KV (cuda_hip/split_kv.hpp): with num_splits > 1 every (work item,
+  // head) runs as num_splits blocks over consecutive ranges of its key tiles
+  // (gpu::split_key_tiles), each writing its normalised output and LSE as
+  // float32 partials instead of out and lse; the vendor's launch then merges
+  // them into out and lse (split_merge_kernel.hpp).
+  std::int32_t num_splits = 1;
+  float* partial_out = nullptr;  // [num_splits, q_tokens, H, dv]
+  float* partial_lse = nullptr;  // [num_splits, H, q_tokens]
 };
 
 }  // namespace mla::gpu

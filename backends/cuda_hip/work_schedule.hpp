@@ -83,6 +83,23 @@ MLA_HOST_DEVICE inline HeadTile head_tile(int block, int num_work, int num_heads
   return HeadTile{r % num_work, g * group + r / num_work};
 }
 
+// The key tiles split `split` of `num_splits` visits (split-KV): consecutive
+// ranges of ceil(key_tiles / num_splits) tiles, in order; the last splits
+// may be empty (begin == end), and then their block writes an output of 0
+// and an LSE of -inf, which the merge gives no weight.
+struct KeyTileRange {
+  int begin = 0;
+  int end = 0;
+};
+
+MLA_HOST_DEVICE inline KeyTileRange split_key_tiles(int key_tiles, int split, int num_splits) {
+  if (num_splits <= 1) return KeyTileRange{0, key_tiles};
+  const int per_split = ceil_div(key_tiles, num_splits);
+  const int begin = split * per_split < key_tiles ? split * per_split : key_tiles;
+  const int end = begin + per_split < key_tiles ? begin + per_split : key_tiles;
+  return KeyTileRange{begin, end};
+}
+
 // Every (sequence, query tile) of a batch, heaviest first (most key tiles), so
 // the long causal tiles start early and the short ones fill the tail. Ties
 // keep sequence order. Sequences without queries give no item; sequences

@@ -35,7 +35,8 @@ void run(const FlashParams& params) {
   config.kernel = std::string("flash_forward<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") + ", " +
                   std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
                   (Causal ? ", causal>" : ", non-causal>");
-  config.grid.x = static_cast<unsigned>(params.num_work) * static_cast<unsigned>(params.num_heads);
+  config.grid.x = static_cast<unsigned>(params.num_work) * static_cast<unsigned>(params.num_heads) *
+                  static_cast<unsigned>(params.num_splits);
   config.block.x = static_cast<unsigned>(cfg.threads());
   config.warp_size = cuda_flash::warp_threads;
   config.dynamic_shared_bytes = cfg.shared_bytes();
