@@ -130,6 +130,16 @@ __device__ inline void store_out(const FlashParams& p, std::int64_t offset, cons
   }
 }
 
+// The same 4 dims of a split's float32 partial output: one 16-byte store.
+__device__ inline void store_partial(float* dst, const Accumulator& acc, int group, float factor) {
+  struct alignas(16) Floats {
+    float value[mfma::operand_values];
+  } values;
+#pragma unroll
+  for (int e = 0; e < mfma::operand_values; ++e) values.value[e] = acc[4 * group + e] * factor;
+  *reinterpret_cast<Floats*>(dst) = values;
+}
+
 }  // namespace detail
 
 template <DType D, int HeadDimQk, int HeadDimV>
@@ -262,38 +272,32 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   const float row_sum = lane_sum + row_partner(lane_sum);
   if (!row_valid) return;
   const float factor = gpu::output_factor(row_sum);
-  if (p.num_splits > 1) {
-    // Split-KV: this key range's normalised output and LSE in float32, for the merge.
-    const std::int64_t token = q_start + static_cast<std::int64_t>(row);
-    float* partial = p.partial_out + ((split * p.q_tokens + token) * p.num_heads + head) * HeadDimV;
-#pragma unroll
-    for (int t = 0; t < out_tiles; ++t) {
-#pragma unroll
-      for (int r = 0; r < mfma::accumulators; ++r) partial[t * mfma::tile + mfma::acc_row(lane, r)] = o[t][r] * factor;
-    }
-    if (lane < mfma::tile) {
-      p.partial_lse[(split * p.num_heads + head) * p.q_tokens + token] = gpu::natural_lse(row_max, row_sum);
-    }
-    return;
-  }
+  // Split-KV: this key range's normalised output and LSE in float32, for the merge.
+  const bool partial = p.num_splits > 1;
+  const std::int64_t token = q_start + static_cast<std::int64_t>(row);
   // A device-held fp8 scale is read here, once, when the kernel runs (graph
   // replays see updates); the host then passes out_scale 1, so the product is
   // exact. (Selecting between the pointer and &p.out_scale instead makes the
   // compiler copy the kernel arguments to scratch.)
   const float out_scale = p.out_scale * (p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
-  const std::int64_t out_row = (q_start + static_cast<std::int64_t>(row)) * p.out_row_stride + head * p.out_head_stride;
+  const std::int64_t out_row = partial ? ((split * p.q_tokens + token) * p.num_heads + head) * HeadDimV
+                                       : token * p.out_row_stride + head * p.out_head_stride;
 #pragma unroll
   for (int t = 0; t < out_tiles; ++t) {
 #pragma unroll
     for (int group = 0; group < mfma::accumulators / mfma::operand_values; ++group) {
       const int dim = t * mfma::tile + mfma::acc_row(lane, 4 * group);
-      store_out<D>(p, out_row + dim, o[t], group, factor, out_scale);
+      if (partial) {
+        store_partial(p.partial_out + out_row + dim, o[t], group, factor);
+      } else {
+        store_out<D>(p, out_row + dim, o[t], group, factor, out_scale);
+      }
     }
   }
-  if (p.lse != nullptr && lane < mfma::tile) {
-    p.lse[head * p.lse_head_stride + (q_start + static_cast<std::int64_t>(row)) * p.lse_token_stride] =
-        gpu::natural_lse(row_max, row_sum);
-  }
+  float* const lse = partial            ? p.partial_lse + (split * p.num_heads + head) * p.q_tokens + token
+                     : p.lse != nullptr ? p.lse + head * p.lse_head_stride + token * p.lse_token_stride
+                                        : nullptr;
+  if (lse != nullptr && lane < mfma::tile) *lse = gpu::natural_lse(row_max, row_sum);
 }
 
 }  // namespace mla::hip_flash
