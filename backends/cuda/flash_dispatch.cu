@@ -1,9 +1,12 @@
 // Runtime (dtype, head dims, causal) -> compiled instantiation: one branch per
 // shape of cuda_hip/flash_shapes.def.
+#include <algorithm>
 #include <string>
 
+#include "cuda/flash_head_group.hpp"
 #include "cuda_hip/flash_launch.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
+#include "cuda_hip/split_merge_kernel.hpp"
 #include "flash_instances.hpp"
 #include "mla/error.hpp"
 
@@ -38,10 +41,24 @@ namespace mla::cuda {
 void launch_flash_attention(Queue& queue, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
   gpu::DeviceGuard guard(queue.device_index());
   const gpu::Stream stream = gpu::stream_of(queue);
+  int l2_bytes = 0;
+  gpu::check(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, queue.device_index()), "DeviceGetAttribute",
+             "the L2 size of device " + std::to_string(queue.device_index()));
+  gpu::FlashParams grouped = params;
+  grouped.head_group = cuda_flash::flash_head_group(params, static_cast<std::size_t>(std::max(l2_bytes, 0)),
+                                                    kernel.head_dim_qk, kernel.head_dim_v);
   if (dtype == DType::bfloat16) {
-    cuda_flash::launch_for_dims<__nv_bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, params.causal, stream);
+    cuda_flash::launch_for_dims<__nv_bfloat16>(grouped, kernel.head_dim_qk, kernel.head_dim_v, grouped.causal, stream);
   } else {
-    cuda_flash::launch_for_dims<__half>(params, kernel.head_dim_qk, kernel.head_dim_v, params.causal, stream);
+    cuda_flash::launch_for_dims<__half>(grouped, kernel.head_dim_qk, kernel.head_dim_v, grouped.causal, stream);
+  }
+  if (params.num_splits > 1) {
+    split_merge::merge_splits_with(
+        params, dtype, kernel.head_dim_v,
+        [stream](auto merge, const merge_kernel::MergeLaunch& how, const gpu::FlashParams& p, std::int64_t dim) {
+          merge<<<how.blocks, how.threads, 0, stream>>>(p, dim);
+          gpu::check_launch(how.name, how.context);
+        });
   }
 }
 

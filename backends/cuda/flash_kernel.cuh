@@ -5,9 +5,14 @@
 // sm80_primitives.cuh.
 //
 // One thread block per (work item, head); a work item is one query tile of
-// one sequence, heaviest first. Each warp owns 16 query rows. Per key tile:
+// one sequence, heaviest first, and heads come in L2-sized groups
+// (gpu::head_tile). With split-KV, num_splits neighbouring blocks per (work
+// item, head), each over one range of its key tiles, writing float32
+// partials that a merge kernel joins. Each warp owns 16 query rows. Per key tile, between two
+// barriers (K landed; V landed):
 //   S = Q K^T   (mma; Q as A fragments, K by ldmatrix from swizzled smem)
-//   scale into the log2 domain, mask where needed, online softmax in registers
+//   online softmax in registers, in the log2 domain (unmasked tiles: scale
+//   and max folded into one FMA before ex2.approx.ftz)
 //   O += P V    (mma; P re-packed from S's accumulators, V by ldmatrix.trans)
 // while the next K and V tiles stream into the other shared-memory stage by
 // cp.async. The epilogue divides by the row sum and writes out (q's dtype or
@@ -30,6 +35,12 @@ namespace mla::cuda_flash {
 using gpu::FlashParams;
 
 namespace detail {
+
+// Two floats stored as one 8-byte access (a split's partial output).
+struct alignas(8) FloatPair {
+  float lo;
+  float hi;
+};
 
 // cp.async of a [Rows, Dim] tile whose row r starts at src + r * row_stride
 // into a swizzled shared tile; rows >= valid_rows become zeros.
@@ -66,6 +77,71 @@ __device__ inline void load_tile(std::uint32_t dst, const T* src, std::int64_t r
   load_segments<Rows, Dim / chunk_elements, Threads, 0>(dst, src, row_stride, valid_rows, tid);
 }
 
+// One key tile's online softmax on this thread's rows g and g + 8 (r), in
+// place: S becomes P = exp2(S * scale_log2 - max). A masked tile (the causal
+// diagonal, the sequence's last keys) scales first and drops keys past each
+// row's end. An unmasked tile, most of them, takes the row extreme of the raw
+// scores (the max, or the min for a negative scale) and folds the scale and
+// the base into one FMA per weight. ex2.approx.ftz: weights below 2^-126 are
+// 0, which no output can tell apart. Returns the factor O must be multiplied
+// by before this tile's P V adds to it.
+template <bool Masked, int STiles, int BlockCols>
+__device__ inline void online_softmax(float (&s)[STiles][4], float (&row_max)[2], float (&row_sum)[2],
+                                      float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
+                                      int lane) {
+  float tile_max[2];
+  if constexpr (Masked) {
+#pragma unroll
+    for (int j = 0; j < STiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kt * BlockCols + j * 8 + layout::acc_col(lane, e);
+        s[j][e] = key >= key_end[e / 2] ? -INFINITY : s[j][e] * scale_log2;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < STiles; ++j) m = fmaxf(m, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      tile_max[r] = sm80::quad_max(m);
+    }
+  } else if (scale_log2 >= 0.0f) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < STiles; ++j) m = fmaxf(m, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      tile_max[r] = sm80::quad_max(m) * scale_log2;
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = INFINITY;
+#pragma unroll
+      for (int j = 0; j < STiles; ++j) m = fminf(m, fminf(s[j][2 * r], s[j][2 * r + 1]));
+      tile_max[r] = -sm80::quad_max(-m) * scale_log2;
+    }
+  }
+  // Masked tiles hold scaled scores already: multiply by 1.
+  const float factor = Masked ? 1.0f : scale_log2;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float new_max = fmaxf(row_max[r], tile_max[r]);
+    const float base = gpu::exp2_base(new_max);
+    rescale[r] = gpu::rescale_factor(row_max[r], base);
+    row_max[r] = new_max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < STiles; ++j) {
+      s[j][2 * r] = sm80::exp2_ftz(fmaf(s[j][2 * r], factor, -base));
+      s[j][2 * r + 1] = sm80::exp2_ftz(fmaf(s[j][2 * r + 1], factor, -base));
+      sum += s[j][2 * r] + s[j][2 * r + 1];
+    }
+    row_sum[r] = row_sum[r] * rescale[r] + sum;
+  }
+}
+
 }  // namespace detail
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
@@ -89,10 +165,13 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const int warp = tid / warp_threads;
   const int lane = tid % warp_threads;
 
-  // Heads vary fastest: all heads of the heaviest tile are dispatched first.
-  const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
-  const gpu::WorkItem item =
-      gpu::work_item(p.work, p.tiles_per_seq, static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_heads)));
+  // Split-KV: the key splits of one (work item, head) are neighbours.
+  const auto splits = static_cast<unsigned>(p.num_splits);
+  const int split = static_cast<int>(blockIdx.x % splits);
+  const gpu::HeadTile task =
+      gpu::head_tile(static_cast<int>(blockIdx.x / splits), p.num_work, p.num_heads, p.head_group);
+  const int head = task.head;
+  const gpu::WorkItem item = gpu::work_item(p.work, p.tiles_per_seq, task.work);
   const int q_start = p.cu_seqlens_q[item.seq];
   const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
   // Only without a work list: a tile past the sequence's end (uniform per block, before any barrier).
@@ -101,7 +180,11 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
   const int row0 = item.q_tile * block_rows;
   const int rows = min(block_rows, seqlen_q - row0);
-  const int key_tiles = gpu::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  // This block's key tiles: [first_tile, end_tile), all of them without a split.
+  const gpu::KeyTileRange range =
+      gpu::split_key_tiles(gpu::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile), split, p.num_splits);
+  const int first_tile = range.begin;
+  const int end_tile = range.end;
   const int unmasked_tiles = gpu::unmasked_key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
 
   const T* q = static_cast<const T*>(p.q) + static_cast<std::int64_t>(q_start + row0) * p.q_row_stride +
@@ -118,13 +201,16 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     return smem + static_cast<std::uint32_t>(stage * cfg.stage_bytes() + cfg.k_tile_bytes());
   };
 
-  // Prologue: Q, then key tile 0 into stage 0, as three commit groups.
+  // Prologue: Q, then the first key tile into stage 0, as three commit groups.
   detail::load_tile<block_rows, HeadDimQk, threads>(q_smem, q, p.q_row_stride, rows, tid);
   sm80::cp_async_commit();
-  if (key_tiles > 0) {
-    detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(0), k, p.k_row_stride, seqlen_k, tid);
+  if (first_tile < end_tile) {
+    const int first = first_tile * block_cols;
+    detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(0), k + first * p.k_row_stride, p.k_row_stride,
+                                                      seqlen_k - first, tid);
     sm80::cp_async_commit();
-    detail::load_tile<block_cols, HeadDimV, threads>(v_smem(0), v, p.v_row_stride, seqlen_k, tid);
+    detail::load_tile<block_cols, HeadDimV, threads>(v_smem(0), v + first * p.v_row_stride, p.v_row_stride,
+                                                     seqlen_k - first, tid);
     sm80::cp_async_commit();
   }
 
@@ -149,8 +235,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const std::uint32_t v_lane = static_cast<std::uint32_t>(layout::v_key(lane)) * v_row_bytes;
   std::uint32_t q_frag[q_fragments][4];
   if constexpr (cfg.q_in_registers) {
-    if (key_tiles > 0) {
-      sm80::cp_async_wait<2>();  // Q landed; K0 and V0 may still be in flight
+    if (first_tile < end_tile) {
+      sm80::cp_async_wait<2>();  // Q landed; the first K and V may still be in flight
     } else {
       sm80::cp_async_wait<0>();
     }
@@ -159,8 +245,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     for (int ks = 0; ks < qk_steps; ++ks) {
       sm80::ldmatrix_x4(q_frag[ks], q_lane + layout::step_group_offset(ks) + a_cols[ks % 4]);
     }
-    // Q's space is stage 1: nobody may refill it before every warp has its fragments.
-    __syncthreads();
+    // Q's space is stage 1, first refilled after the first key tile's barrier,
+    // which every warp reaches only once it has its fragments.
   }
 
   float o[o_tiles][4];
@@ -176,11 +262,14 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
                           numeric::causal_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
   const sm80::Pack2<T> pack{};
 
-  for (int kt = 0; kt < key_tiles; ++kt) {
-    const int stage = kt & 1;
-    const bool prefetch = kt + 1 < key_tiles;
+  for (int kt = first_tile; kt < end_tile; ++kt) {
+    const int stage = (kt - first_tile) & 1;
+    const bool prefetch = kt + 1 < end_tile;
+    sm80::cp_async_wait<1>();  // in flight: V(kt)
+    // K(kt) is visible to every warp, and every warp is done with the other
+    // stage (tile kt - 1, or Q's space), so it may be refilled.
+    __syncthreads();
     if (prefetch) {
-      // The other stage was released by the barrier at the end of the last iteration.
       const int next = (kt + 1) * block_cols;
       detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(stage ^ 1), k + next * p.k_row_stride, p.k_row_stride,
                                                         seqlen_k - next, tid);
@@ -188,11 +277,7 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       detail::load_tile<block_cols, HeadDimV, threads>(v_smem(stage ^ 1), v + next * p.v_row_stride, p.v_row_stride,
                                                        seqlen_k - next, tid);
       sm80::cp_async_commit();
-      sm80::cp_async_wait<3>();  // in flight: V(kt), K(kt+1), V(kt+1)
-    } else {
-      sm80::cp_async_wait<1>();  // in flight: V(kt)
     }
-    __syncthreads();
 
     // S = Q K^T for the warp's 16 rows and the tile's block_cols keys.
     float s[s_tiles][4];
@@ -221,48 +306,19 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       }
     }
 
-    // Into the log2 domain (scale * log2 e folded in), then the mask: keys past
-    // the sequence, and for causal blocks keys past each row's diagonal.
-#pragma unroll
-    for (int j = 0; j < s_tiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[j][e] *= p.scale_log2;
-    }
+    // Online softmax; only tiles past the unmasked ones carry the mask code.
+    float rescale[2];
     if (kt >= unmasked_tiles) {
-#pragma unroll
-      for (int j = 0; j < s_tiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = kt * block_cols + j * 8 + layout::acc_col(lane, e);
-          if (key >= key_end[e / 2]) s[j][e] = -INFINITY;
-        }
-      }
+      detail::online_softmax<true, s_tiles, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, kt, key_end, lane);
+    } else {
+      detail::online_softmax<false, s_tiles, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, kt, key_end, lane);
     }
-
-    // Online softmax: new running max, rescale what was accumulated, P = exp2(S - max)
-    // (ex2.approx.ftz: weights below 2^-126 are 0, which no output can tell apart).
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < s_tiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-      const float new_max = fmaxf(row_max[r], sm80::quad_max(tile_max));
-      const float base = gpu::exp2_base(new_max);
-      const float rescale = gpu::rescale_factor(row_max[r], base);
-      row_max[r] = new_max;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < s_tiles; ++j) {
-        s[j][2 * r] = sm80::exp2_ftz(s[j][2 * r] - base);
-        s[j][2 * r + 1] = sm80::exp2_ftz(s[j][2 * r + 1] - base);
-        sum += s[j][2 * r] + s[j][2 * r + 1];
-      }
-      row_sum[r] = row_sum[r] * rescale + sum;
-#pragma unroll
-      for (int n = 0; n < o_tiles; ++n) {
-        o[n][2 * r] *= rescale;
-        o[n][2 * r + 1] *= rescale;
-      }
+    for (int n = 0; n < o_tiles; ++n) {
+      o[n][0] *= rescale[0];
+      o[n][1] *= rescale[0];
+      o[n][2] *= rescale[1];
+      o[n][3] *= rescale[1];
     }
 
     if (prefetch) {
@@ -270,7 +326,7 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     } else {
       sm80::cp_async_wait<0>();
     }
-    __syncthreads();
+    __syncthreads();  // V(kt) is visible to every warp
 
     // O += P V; P goes from S's accumulators to A fragments without smem.
     const std::uint32_t v_tile = v_smem(stage) + v_lane;
@@ -286,8 +342,6 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
         sm80::mma_16816<T>(o[2 * np + 1], a, b[2], b[3]);
       }
     }
-    // Every warp is done with this stage before the next iteration refills it.
-    __syncthreads();
   }
   // Nothing may still be landing in shared memory when the block exits (the
   // Q copy of a block without keys is never waited for above).
@@ -307,6 +361,21 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     const int row = warp_row + layout::acc_row(lane, 2 * r);  // within the block
     if (row >= rows) continue;
     const std::int64_t token = static_cast<std::int64_t>(q_start) + row0 + row;
+    if (splits > 1) {
+      // Split-KV: this key range's normalised output and LSE in float32, for the merge.
+      float* partial = p.partial_out + ((static_cast<std::int64_t>(split) * p.q_tokens + token) * p.num_heads + head) *
+                                           static_cast<std::int64_t>(HeadDimV);
+#pragma unroll
+      for (int n = 0; n < o_tiles; ++n) {
+        const int col = n * 8 + layout::acc_col(lane, 0);
+        *reinterpret_cast<detail::FloatPair*>(partial + col) =
+            detail::FloatPair{o[n][2 * r] * factor, o[n][2 * r + 1] * factor};
+      }
+      if (lane % 4 == 0) {
+        p.partial_lse[(static_cast<std::int64_t>(split) * p.num_heads + head) * p.q_tokens + token] = lse;
+      }
+      continue;
+    }
     const std::int64_t out_offset = token * p.out_row_stride + static_cast<std::int64_t>(head) * p.out_head_stride;
 #pragma unroll
     for (int n = 0; n < o_tiles; ++n) {

@@ -33,7 +33,7 @@ void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
   constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
   const std::string name = std::string("flash_forward<") + element_name<T>() + ", " + std::to_string(HeadDimQk) + ", " +
                            std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
-  const std::int64_t blocks = static_cast<std::int64_t>(params.num_work) * params.num_heads;
+  const std::int64_t blocks = static_cast<std::int64_t>(params.num_work) * params.num_heads * params.num_splits;
   if (blocks == 0) return;
   if (blocks > INT_MAX) {
     raise(ErrorCategory::invalid_argument,
@@ -43,7 +43,8 @@ void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
   gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(cfg.shared_bytes()), name);
   kernel<<<static_cast<unsigned>(blocks), cfg.threads(), cfg.shared_bytes(), stream>>>(params);
   gpu::check_launch(name, std::to_string(params.num_work) + " work items x " + std::to_string(params.num_heads) +
-                              " heads, " + std::to_string(cfg.shared_bytes()) + " bytes of shared memory");
+                              " heads x " + std::to_string(params.num_splits) + " key splits, " +
+                              std::to_string(cfg.shared_bytes()) + " bytes of shared memory");
 }
 
 }  // namespace mla::cuda_flash

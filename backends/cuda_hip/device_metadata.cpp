@@ -1,5 +1,6 @@
 #include "device_metadata.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -22,6 +23,9 @@ DeviceMetadata::PhaseOffsets DeviceMetadata::append_phase(const std::vector<std:
   offsets.cu_q = cu_q_offset;
   offsets.cu_k = append(cu_k);
   offsets.causal = causal;
+  for (std::size_t i = 0; i + 1 < cu_k.size(); ++i) {
+    offsets.max_seqlen_k = std::max(offsets.max_seqlen_k, cu_k[i + 1] - cu_k[i]);
+  }
   const std::vector<WorkItem> work = build_work_list(cu_q, cu_k, causal, tile_);
   offsets.work = words_.size();
   offsets.num_work = static_cast<std::int32_t>(work.size());
@@ -43,8 +47,9 @@ void DeviceMetadata::bind(Queue& queue, const DevicePrefillMetadata& metadata, T
                                                " sequences of up to " + std::to_string(metadata.max_seqlen_q) +
                                                " queries need more thread blocks than one launch has");
   }
-  const auto phase = [&](const std::int32_t* cu_k, bool causal) {
+  const auto phase = [&](const std::int32_t* cu_k, bool causal, int max_seqlen_k) {
     DevicePhase p;
+    p.max_seqlen_k = max_seqlen_k;
     p.cu_seqlens_q = metadata.cu_seqlens_q;
     p.cu_seqlens_k = cu_k;
     p.num_work = static_cast<std::int32_t>(items);
@@ -53,9 +58,9 @@ void DeviceMetadata::bind(Queue& queue, const DevicePrefillMetadata& metadata, T
     return p;
   };
   bound_phases_.clear();
-  bound_phases_.push_back(phase(metadata.cu_seqlens_k, metadata.causal));
+  bound_phases_.push_back(phase(metadata.cu_seqlens_k, metadata.causal, metadata.max_seqlen_k));
   for (const DevicePrefillMetadata::Chunk& chunk : metadata.chunks)
-    bound_phases_.push_back(phase(chunk.cu_seqlens_k, false));
+    bound_phases_.push_back(phase(chunk.cu_seqlens_k, false, chunk.max_seqlen_k));
   chunk_offsets_.clear();
   words_.clear();
   bound_ = true;
@@ -100,6 +105,7 @@ DevicePhase DeviceMetadata::resolve(const PhaseOffsets& offsets) const {
   phase.work = reinterpret_cast<const WorkItem*>(base + offsets.work);
   phase.num_work = offsets.num_work;
   phase.causal = offsets.causal;
+  phase.max_seqlen_k = offsets.max_seqlen_k;
   return phase;
 }
 

@@ -21,6 +21,7 @@ struct DevicePhase {
   std::int32_t num_work = 0;
   std::int32_t tiles_per_seq = 0;  // without a work list (gpu::work_item)
   bool causal = false;
+  int max_seqlen_k = 0;  // at least the longest sequence's keys: bounds the key tiles of a block
 };
 
 class DeviceMetadata {
@@ -58,6 +59,7 @@ class DeviceMetadata {
     std::size_t work = 0;
     std::int32_t num_work = 0;
     bool causal = false;
+    int max_seqlen_k = 0;
   };
   std::size_t append(const std::vector<std::int32_t>& values);
   PhaseOffsets append_phase(const std::vector<std::int32_t>& cu_q, const std::size_t cu_q_offset,

@@ -40,6 +40,9 @@ struct FlashParams {
   // num_work is batch size * tiles_per_seq.
   std::int32_t tiles_per_seq = 0;
   std::int32_t num_heads = 0;
+  // Heads per L2 group of the block order (gpu::head_tile); 0: all heads.
+  // The CUDA kernel reads it; the HIP kernel's grid has heads in its y.
+  std::int32_t head_group = 0;
   // Whether each query sees only keys up to its diagonal. The HIP kernel reads
   // it; the CUDA kernel is instantiated per causality and the dispatch picks.
   bool causal = false;
@@ -49,6 +52,15 @@ struct FlashParams {
   float out_scale = 1.0f;  // fp8 output is saturate(out / out_scale)
   // When set, the scale is read from here (device memory) instead of out_scale.
   const float* out_scale_ptr = nullptr;
+
+  // Split-KV (cuda_hip/split_kv.hpp): with num_splits > 1 every (work item,
+  // head) runs as num_splits blocks over consecutive ranges of its key tiles
+  // (gpu::split_key_tiles), each writing its normalised output and LSE as
+  // float32 partials instead of out and lse; the vendor's launch then merges
+  // them into out and lse (split_merge_kernel.hpp).
+  std::int32_t num_splits = 1;
+  float* partial_out = nullptr;  // [num_splits, q_tokens, H, dv]
+  float* partial_lse = nullptr;  // [num_splits, H, q_tokens]
 };
 
 }  // namespace mla::gpu

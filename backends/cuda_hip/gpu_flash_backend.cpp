@@ -5,8 +5,10 @@
 
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/softmax.hpp"
+#include "cuda_hip/split_kv.hpp"
 #include "mla/backend/checks.hpp"
 #include "mla/backend/latents.hpp"
+#include "mla/config.hpp"
 #include "mla/error.hpp"
 
 namespace mla::gpu {
@@ -103,7 +105,7 @@ AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& 
   check_kernel_layouts({{"q", &q}, {"k", &k}, {"v", &v}, {"out", out ? &*out : nullptr}});
   const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
   AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
-  launch(queue, device_metadata_.new_tokens(), q, k, v, scale, result, out_scale);
+  launch(queue, device_metadata_.new_tokens(), q, k, v, scale, result, out_scale, "new tokens");
   return result;
 }
 
@@ -114,7 +116,8 @@ AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index
   check_chunk_args(*this, queue, chunk_index, q, k, v, scale, out, lse);
   check_kernel_layouts({{"q", &q}, {"chunk k", &k}, {"chunk v", &v}, {"chunk out", out ? &*out : nullptr}});
   AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
-  launch(queue, device_metadata_.chunk(chunk_index), q, k, v, scale, result, std::nullopt);
+  launch(queue, device_metadata_.chunk(chunk_index), q, k, v, scale, result, std::nullopt,
+         "context chunk " + std::to_string(chunk_index));
   return result;
 }
 
@@ -144,7 +147,7 @@ void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, c
 
 void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
                              const TensorView& v, float scale, const AttentionResult& result,
-                             std::optional<OutputScale> out_scale) {
+                             std::optional<OutputScale> out_scale, const std::string& call) {
   // Queues over one stream (copies, a borrowed stream wrapped twice, a queue
   // with the caller's allocator) are already ordered.
   if (prepared_queue_ && prepared_queue_->native_stream() != queue.native_stream()) {
@@ -184,7 +187,36 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   p.out_fp8 = out_scale.has_value();
   p.out_scale = out_scale ? out_scale->value : 1.0f;
   p.out_scale_ptr = out_scale ? out_scale->device : nullptr;
+  split_keys(queue, p, phase, call);
   vendor_.launch(queue, p, params().dtype, kernel_);
+}
+
+void GpuFlashBackend::split_keys(const Queue& queue, FlashParams& p, const gpu::DevicePhase& phase,
+                                 const std::string& call) const {
+  if (!vendor_.splits_keys || p.num_work == 0 || p.q_tokens == 0) return;
+  SplitRequest request;
+  request.blocks = static_cast<std::int64_t>(p.num_work) * p.num_heads;
+  request.key_tiles = ceil_div(phase.max_seqlen_k, kernel_.block_cols);
+  // The emulated backends run on the host queue, whose "multiprocessors" are
+  // CPU threads: there only MLA_KV_SPLITS splits, so tests do not depend on
+  // the machine.
+  request.multiprocessors = queue.backend() == DeviceBackend::host ? 0 : queue.capability().multiprocessors;
+  request.rows = p.q_tokens * p.num_heads;
+  request.v_head_dim = kernel_.head_dim_v;
+  const Scratch scratch = attention_scratch();
+  request.scratch_bytes = scratch.bytes;
+  request.forced = forced_kv_splits(max_kv_splits);
+  request.max_splits = max_kv_splits;
+  const SplitChoice choice = choose_kv_splits(request);
+  if (log_level() <= LogLevel::debug) {
+    log(LogLevel::debug, std::string(vendor_.backend_name) + " " + call + ": " + choice.reason);
+  }
+  if (choice.splits < 2) return;
+  const auto values = static_cast<std::size_t>(choice.splits) * static_cast<std::size_t>(request.rows);
+  auto* base = static_cast<unsigned char*>(scratch.data);
+  p.num_splits = choice.splits;
+  p.partial_lse = reinterpret_cast<float*>(base);
+  p.partial_out = reinterpret_cast<float*>(base + (values * sizeof(float) + 15) / 16 * 16);
 }
 
 }  // namespace mla::gpu

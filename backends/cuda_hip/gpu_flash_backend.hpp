@@ -47,6 +47,10 @@ struct FlashVendor {
   // constructor makes one projector (touching no device) and every
   // projection goes to it instead.
   std::unique_ptr<LatentProjector> (*make_projector)();
+  // Whether `launch` runs split-KV launches (FlashParams::num_splits > 1:
+  // the kernel over key ranges, then the merge of their partials). False:
+  // the backend never splits.
+  bool splits_keys = false;
 };
 
 class GpuFlashBackend final : public PrefillBackend {
@@ -85,8 +89,14 @@ class GpuFlashBackend final : public PrefillBackend {
     const TensorView* view;  // null: not given
   };
   void check_kernel_layouts(std::initializer_list<Operand> operands) const;
+  // `call` names the call in the debug log ("new tokens", "context chunk 2").
   void launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
-              const TensorView& v, float scale, const AttentionResult& result, std::optional<OutputScale> out_scale);
+              const TensorView& v, float scale, const AttentionResult& result, std::optional<OutputScale> out_scale,
+              const std::string& call);
+  // Split-KV (split_kv.hpp): cuts the launch's keys into ranges when its
+  // blocks cannot fill the device and the lent scratch holds the partials;
+  // logs the choice at debug level.
+  void split_keys(const Queue& queue, FlashParams& p, const gpu::DevicePhase& phase, const std::string& call) const;
 
   FlashVendor vendor_;
   KernelTile kernel_;                           // the chooser's answer for the params' dtype and dims

@@ -62,6 +62,44 @@ MLA_HOST_DEVICE inline WorkItem work_item(const WorkItem* list, int tiles_per_se
   return WorkItem{w / tiles_per_seq, tiles_per_seq - 1 - w % tiles_per_seq};
 }
 
+// Which (work item, head) thread block `block` of a grid of num_work x
+// num_heads blocks takes: heads in groups of `group` (a divisor of
+// num_heads), each group's blocks before the next group's, and within a
+// group the work items fastest (list order: heaviest first), one head after
+// another. While a group runs, the blocks in flight read the K and V of its
+// heads only, so a group sized to the L2 keeps them there. A group of all the
+// heads is the plain order: work items in list order, every head of one
+// before the next.
+struct HeadTile {
+  int work = 0;
+  int head = 0;
+};
+
+MLA_HOST_DEVICE inline HeadTile head_tile(int block, int num_work, int num_heads, int group) {
+  if (group <= 0 || group >= num_heads) return HeadTile{block / num_heads, block % num_heads};
+  const int per_group = num_work * group;
+  const int g = block / per_group;
+  const int r = block - g * per_group;
+  return HeadTile{r % num_work, g * group + r / num_work};
+}
+
+// The key tiles split `split` of `num_splits` visits (split-KV): consecutive
+// ranges of ceil(key_tiles / num_splits) tiles, in order; the last splits
+// may be empty (begin == end), and then their block writes an output of 0
+// and an LSE of -inf, which the merge gives no weight.
+struct KeyTileRange {
+  int begin = 0;
+  int end = 0;
+};
+
+MLA_HOST_DEVICE inline KeyTileRange split_key_tiles(int key_tiles, int split, int num_splits) {
+  if (num_splits <= 1) return KeyTileRange{0, key_tiles};
+  const int per_split = ceil_div(key_tiles, num_splits);
+  const int begin = split * per_split < key_tiles ? split * per_split : key_tiles;
+  const int end = begin + per_split < key_tiles ? begin + per_split : key_tiles;
+  return KeyTileRange{begin, end};
+}
+
 // Every (sequence, query tile) of a batch, heaviest first (most key tiles), so
 // the long causal tiles start early and the short ones fill the tail. Ties
 // keep sequence order. Sequences without queries give no item; sequences

@@ -7,6 +7,7 @@
 #include "cuda_hip/gpu_runtime.hpp"
 
 #include "cuda_hip/flash_launch.hpp"
+#include "cuda_hip/split_merge_kernel.hpp"
 #include "flash_instances.hpp"
 #include "mla/error.hpp"
 
@@ -36,6 +37,14 @@ void launch_flash_attention(Queue& queue, const gpu::FlashParams& params, DType 
     hip_flash::launch_for_dims<DType::bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream);
   } else {
     hip_flash::launch_for_dims<DType::float16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream);
+  }
+  if (params.num_splits > 1) {
+    split_merge::merge_splits_with(
+        params, dtype, kernel.head_dim_v,
+        [stream](auto merge, const merge_kernel::MergeLaunch& how, const gpu::FlashParams& p, std::int64_t dim) {
+          merge<<<how.blocks, how.threads, 0, stream>>>(p, dim);
+          gpu::check_launch(how.name, how.context);
+        });
   }
 }
 

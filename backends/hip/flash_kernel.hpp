@@ -18,7 +18,9 @@
 // a wave's rows see are skipped by that wave; only tiles that cross a row's
 // last visible key (or the sequence end) are masked. The epilogue divides by
 // the row sum and writes out (q's dtype or fp8 e4m3) and the natural-log LSE;
-// a row without keys gets 0 and -inf.
+// a row without keys gets 0 and -inf. With split-KV, blockIdx.z picks one
+// range of the key tiles, and the epilogue writes float32 partials instead,
+// which a merge kernel joins.
 #pragma once
 
 #include <cmath>
@@ -120,6 +122,16 @@ __device__ inline void store_out(const FlashParams& p, std::int64_t offset, cons
   }
 }
 
+// The same 4 dims of a split's float32 partial output: one 16-byte store.
+__device__ inline void store_partial(float* dst, const Accumulator& acc, int group, float factor) {
+  struct alignas(16) Floats {
+    float value[mfma::operand_values];
+  } values;
+#pragma unroll
+  for (int e = 0; e < mfma::operand_values; ++e) values.value[e] = acc[4 * group + e] * factor;
+  *reinterpret_cast<Floats*>(dst) = values;
+}
+
 }  // namespace detail
 
 template <DType D, int HeadDimQk, int HeadDimV>
@@ -137,6 +149,7 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
 
   const gpu::WorkItem item = gpu::work_item(p.work, p.tiles_per_seq, static_cast<int>(blockIdx.x));
   const int head = static_cast<int>(blockIdx.y);
+  const int split = static_cast<int>(blockIdx.z);  // split-KV: this block's range of the key tiles
   const int q_start = p.cu_seqlens_q[item.seq];
   const int seqlen_q = p.cu_seqlens_q[item.seq + 1] - q_start;
   // Only without a work list: a tile past the sequence's end (uniform per block, before any barrier).
@@ -158,6 +171,8 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   const int wave_keys =
       wave_active ? numeric::causal_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal) : 0;
   const int block_keys = gpu::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
+  const gpu::KeyTileRange range = gpu::split_key_tiles(gpu::ceil_div(block_keys, c.block_cols), split, p.num_splits);
+  const int keys_end = min(block_keys, range.end * c.block_cols);
 
   // Q^T as B operands: value e of step s is q[row][8s + operand_k(lane, e)].
   const auto* q = static_cast<const std::uint16_t*>(p.q) + (q_start + static_cast<std::int64_t>(row)) * p.q_row_stride +
@@ -177,7 +192,7 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   float row_max = -INFINITY;  // log2 domain, shared by the lane pair
   float lane_sum = 0.0f;      // this lane's half of the row sum, at base exp2_base(row_max)
 
-  for (int key0 = 0; key0 < block_keys; key0 += c.block_cols) {
+  for (int key0 = range.begin * c.block_cols; key0 < keys_end; key0 += c.block_cols) {
     __syncthreads();  // every wave is done with the previous tile
     stage_k<c>(k_lds, k + key0 * p.k_row_stride, p.k_row_stride, seqlen_k - key0);
     stage_v_transposed<c>(vt_lds, v + key0 * p.v_row_stride, p.v_row_stride, seqlen_k - key0);
@@ -249,24 +264,32 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
   const float row_sum = lane_sum + row_partner(lane_sum);
   if (!row_valid) return;
   const float factor = gpu::output_factor(row_sum);
+  // Split-KV: this key range's normalised output and LSE in float32, for the merge.
+  const bool partial = p.num_splits > 1;
+  const std::int64_t token = q_start + static_cast<std::int64_t>(row);
   // A device-held fp8 scale is read here, once, when the kernel runs (graph
   // replays see updates); the host then passes out_scale 1, so the product is
   // exact. (Selecting between the pointer and &p.out_scale instead makes the
   // compiler copy the kernel arguments to scratch.)
   const float out_scale = p.out_scale * (p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
-  const std::int64_t out_row = (q_start + static_cast<std::int64_t>(row)) * p.out_row_stride + head * p.out_head_stride;
+  const std::int64_t out_row = partial ? ((split * p.q_tokens + token) * p.num_heads + head) * HeadDimV
+                                       : token * p.out_row_stride + head * p.out_head_stride;
 #pragma unroll
   for (int t = 0; t < out_tiles; ++t) {
 #pragma unroll
     for (int group = 0; group < mfma::accumulators / mfma::operand_values; ++group) {
       const int dim = t * mfma::tile + mfma::acc_row(lane, 4 * group);
-      store_out<D>(p, out_row + dim, o[t], group, factor, out_scale);
+      if (partial) {
+        store_partial(p.partial_out + out_row + dim, o[t], group, factor);
+      } else {
+        store_out<D>(p, out_row + dim, o[t], group, factor, out_scale);
+      }
     }
   }
-  if (p.lse != nullptr && lane < mfma::tile) {
-    p.lse[head * p.lse_head_stride + (q_start + static_cast<std::int64_t>(row)) * p.lse_token_stride] =
-        gpu::natural_lse(row_max, row_sum);
-  }
+  float* const lse = partial            ? p.partial_lse + (split * p.num_heads + head) * p.q_tokens + token
+                     : p.lse != nullptr ? p.lse + head * p.lse_head_stride + token * p.lse_token_stride
+                                        : nullptr;
+  if (lse != nullptr && lane < mfma::tile) *lse = gpu::natural_lse(row_max, row_sum);
 }
 
 }  // namespace mla::hip_flash

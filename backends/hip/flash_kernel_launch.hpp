@@ -14,7 +14,8 @@ template <DType D, int HeadDimQk, int HeadDimV>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
   constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV>();
   if (params.num_work == 0 || params.num_heads == 0) return;
-  const dim3 grid(static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads));
+  const dim3 grid(static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads),
+                  static_cast<unsigned>(params.num_splits));
   flash_forward_kernel<D, HeadDimQk, HeadDimV><<<grid, c.threads(), 0, stream>>>(params);
   gpu::check_launch("hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
                         std::to_string(HeadDimV) + ">",

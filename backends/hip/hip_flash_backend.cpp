@@ -12,8 +12,15 @@ namespace mla::hip_flash {
 namespace {
 
 constexpr gpu::FlashVendor hip_vendor{
-    "HIP_FLASH",         queue_kind,      choose_kernel, hip::launch_flash_attention, hip::merge_attn_states,
-    hip::gather_latents, project_latents, nullptr,
+    "HIP_FLASH",
+    queue_kind,
+    choose_kernel,
+    hip::launch_flash_attention,
+    hip::merge_attn_states,
+    hip::gather_latents,
+    project_latents,
+    nullptr,
+    true,
 };
 
 }  // namespace

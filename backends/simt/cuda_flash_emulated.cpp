@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda/flash_head_group.hpp"
 #include "cuda/flash_kernel.cuh"
 #include "mla/error.hpp"
 
@@ -21,6 +22,11 @@ namespace {
 
 using gpu::FlashParams;
 
+// A small L2, so that the tests' few heads and short sequences still get
+// groups of fewer than all heads (a head's K and V of 200 keys at 192/128
+// fill 128 KiB) and the grouped block order runs.
+constexpr std::size_t emulated_l2_bytes = 256 * 1024;
+
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void run(const FlashParams& params) {
   constexpr cuda_flash::FlashTileConfig cfg = cuda_flash::FlashTile<HeadDimQk, HeadDimV>::value;
@@ -29,14 +35,17 @@ void run(const FlashParams& params) {
   config.kernel = std::string("flash_forward<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") + ", " +
                   std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
                   (Causal ? ", causal>" : ", non-causal>");
-  config.grid.x = static_cast<unsigned>(params.num_work) * static_cast<unsigned>(params.num_heads);
+  config.grid.x = static_cast<unsigned>(params.num_work) * static_cast<unsigned>(params.num_heads) *
+                  static_cast<unsigned>(params.num_splits);
   config.block.x = static_cast<unsigned>(cfg.threads());
   config.warp_size = cuda_flash::warp_threads;
   config.dynamic_shared_bytes = cfg.shared_bytes();
   config.dynamic_shared_symbol = cuda_flash::shared;
   config.dynamic_shared_alignment = 128;  // the kernel's __align__(128)
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
-  launch(config, [&params] { cuda_flash::flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>(params); });
+  gpu::FlashParams grouped = params;
+  grouped.head_group = cuda_flash::flash_head_group(params, emulated_l2_bytes, HeadDimQk, HeadDimV);
+  launch(config, [&grouped] { cuda_flash::flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>(grouped); });
 }
 
 template <class T, std::size_t... Row>

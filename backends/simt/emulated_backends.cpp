@@ -32,16 +32,21 @@ gpu::KernelChoice hip_choice(const gpu::KernelRequest& request) {
   return choice;
 }
 
+// A split launch (params.num_splits > 1) is followed by the merge of its
+// partials, as the vendors' dispatch does it.
 void cuda_launch(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
   launch_cuda_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v);
+  if (params.num_splits > 1) merge_splits_emulated(params, dtype, kernel.head_dim_v);
 }
 
 void hip_launch_gfx90a(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
   launch_hip_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v, AmdTarget::gfx90a);
+  if (params.num_splits > 1) merge_splits_emulated(params, dtype, kernel.head_dim_v);
 }
 
 void hip_launch_gfx908(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
   launch_hip_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v, AmdTarget::gfx908);
+  if (params.num_splits > 1) merge_splits_emulated(params, dtype, kernel.head_dim_v);
 }
 
 void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
@@ -66,7 +71,7 @@ void hip_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj,
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project, nullptr,
+    "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project, nullptr, true,
 };
 constexpr gpu::FlashVendor hip_gfx90a_vendor{
     "HIP_FLASH (emulated gfx90a)",
@@ -77,6 +82,7 @@ constexpr gpu::FlashVendor hip_gfx90a_vendor{
     gather,
     hip_project<AmdTarget::gfx90a>,
     nullptr,
+    true,
 };
 constexpr gpu::FlashVendor hip_gfx908_vendor{
     "HIP_FLASH (emulated gfx908)",
@@ -87,6 +93,7 @@ constexpr gpu::FlashVendor hip_gfx908_vendor{
     gather,
     hip_project<AmdTarget::gfx908>,
     nullptr,
+    true,
 };
 
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {

@@ -45,7 +45,8 @@ void launch_emulated(const gpu::FlashParams& params) {
   LaunchConfig config;
   config.kernel = "hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
                   std::to_string(HeadDimV) + ">";
-  config.grid = {static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads), 1};
+  config.grid = {static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads),
+                 static_cast<unsigned>(params.num_splits)};
   config.block = {static_cast<unsigned>(c.threads()), 1, 1};
   config.warp_size = hip_flash::mfma::wave_size;
   config.static_shared = static_lds();

@@ -11,6 +11,7 @@
 // skipped with validate()'s reasons.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -38,6 +39,18 @@ std::string shape_name(const ::testing::TestParamInfo<ConformanceShape>& info);
 struct Operands {
   HostTensor q, k, v;  // [Nq, H, dqk], [Nk, H, dqk], [Nk, H, V]
   DeviceTensor dq, dk, dv;
+};
+
+// Split-KV off (MLA_KV_SPLITS=1) for the life of the object. On a GPU the
+// flash backends' split count follows the launch's size and the device, so
+// comparisons of bits across batches or metadata forms hold only without it
+// (docs/contract.md §6); elsewhere it changes nothing.
+class NoKvSplits {
+ public:
+  NoKvSplits() { ::setenv("MLA_KV_SPLITS", "1", 1); }
+  ~NoKvSplits() { ::unsetenv("MLA_KV_SPLITS"); }
+  NoKvSplits(const NoKvSplits&) = delete;
+  NoKvSplits& operator=(const NoKvSplits&) = delete;
 };
 
 class Conformance : public ::testing::TestWithParam<ConformanceShape> {

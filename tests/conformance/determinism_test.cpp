@@ -96,7 +96,9 @@ TEST_P(Determinism, RepeatedStepsGiveTheSameBits) {
 }
 
 // The sequence under watch (s) alone, then among others, in several places.
+// Split-KV is off: its split count follows the batch (docs/contract.md §6).
 TEST_P(Determinism, ASequenceDoesNotDependOnTheRestOfTheBatch) {
+  const NoKvSplits no_splits;
   const Sequence s = sequence(37, 50), a = sequence(70, 9), b = sequence(1, 0), c = sequence(130, 200);
   const auto alone = step({&s});
   EXPECT_TRUE(same_rows(alone, 0, step({&a, &s}), 70, 37)) << "after a longer sequence";

@@ -12,18 +12,30 @@
 // the other.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "builtin_entries.hpp"
 #include "cuda/hopper_capability.hpp"
 #include "gpu_test_support.hpp"
+#include "mla/config.hpp"
 #if defined(MLA_TEST_EMULATED_CUDA) || defined(MLA_TEST_EMULATED_HOPPER)
 #define MLA_TEST_EMULATED 1
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"
 #include "simt/hopper_flash_emulated.hpp"
+#endif
+
+// Keys of the longest sequence in the split-KV test.
+#ifndef MLA_SPLIT_TEST_KEYS
+#define MLA_SPLIT_TEST_KEYS 20000
 #endif
 
 namespace mla {
@@ -180,6 +192,132 @@ TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
       EXPECT_EQ(load_as_float(out.data, out.dtype, out.offset(t, h, 5)), 0.0f) << t;
     }
   }
+}
+
+// MLA_KV_SPLITS for the life of the object (null: unset).
+class ScopedKvSplits {
+ public:
+  explicit ScopedKvSplits(const char* value) {
+    if (value != nullptr) {
+      ::setenv("MLA_KV_SPLITS", value, 1);
+    } else {
+      ::unsetenv("MLA_KV_SPLITS");
+    }
+  }
+  ~ScopedKvSplits() { ::unsetenv("MLA_KV_SPLITS"); }
+  ScopedKvSplits(const ScopedKvSplits&) = delete;
+  ScopedKvSplits& operator=(const ScopedKvSplits&) = delete;
+};
+
+// Split-KV: few queries against long key ranges (the shape that leaves most
+// of a GPU idle), through run_prefill_step with the caller's workspace, which
+// lends the backend its split scratch: new tokens causal against more keys
+// than queries, and a context chunk with an empty sequence. Under the
+// emulator (whose host queue has no multiprocessor count) MLA_KV_SPLITS
+// forces 5 splits, which leaves the short sequences' later ranges empty; on a
+// GPU the step runs forced and as the heuristic decides. Each run matches
+// REFERENCE, a second run gives the same bits, and so does, with the split
+// count forced, the step from device metadata.
+TEST_P(CudaFlashTest, SplitKvStepMatchesReferenceAndRepeatsBitwise) {
+#if defined(MLA_TEST_EMULATED)
+  // The emulator takes seconds per thousand keys: one shape per kernel.
+  if (GetParam().dims.qk_head_dim() != 192 || GetParam().dtype != DType::bfloat16) {
+    GTEST_SKIP() << "emulated: split-KV runs on bfloat16 192/128 only";
+  }
+#if defined(MLA_TEST_EMULATED_HOPPER)
+  GTEST_SKIP() << "HOPPER_FLASH does not split its keys";
+#endif
+#endif
+  PrefillMetadata metadata = PrefillMetadata::from_lengths({1, 16, 5}, {1031, 16, MLA_SPLIT_TEST_KEYS}, true);
+  metadata.add_chunk({2000, 0, 3});
+  const std::int64_t nq = metadata.num_q_tokens();
+  const std::int64_t nk = metadata.num_k_tokens();
+  const std::int64_t nc = metadata.chunks[0].cu_seqlens_k.back();
+  const std::int64_t dv = params_.dims.v_head_dim;
+  TestTensor q = tensor(nq, params_.dims.qk_head_dim(), 8);
+  TestTensor k = tensor(nk, params_.dims.qk_head_dim());
+  TestTensor v = tensor(nk, dv);
+  TestTensor chunk_k = tensor(nc, params_.dims.qk_head_dim());
+  TestTensor chunk_v = tensor(nc, dv, 24);
+  Queue host = Queue::host();
+  const AttentionResult expected = run_prefill_step(*reference_, host, metadata, q.host_view, k.host_view, v.host_view,
+                                                    {chunk_k.host_view}, {chunk_v.host_view}, scale_);
+
+  UsmBuffer out_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads * dv) * 2);
+  UsmBuffer lse_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads) * 4);
+  const TensorView out =
+      TensorView::contiguous(out_storage.get(), params_.dtype, {nq, params_.num_heads, dv}, MemoryKind::device);
+  const TensorView lse =
+      TensorView::contiguous(lse_storage.get(), DType::float32, {params_.num_heads, nq}, MemoryKind::device);
+  UsmBuffer workspace = UsmBuffer::device(queue_, prefill_step_workspace_size(params_, metadata));
+  const PrefillStepBuffers buffers{out, lse, workspace.get(), workspace.bytes()};
+  const auto run = [&] {
+    queue_.memset(out_storage.get(), 0xff, out_storage.bytes());
+    queue_.memset(lse_storage.get(), 0xff, lse_storage.bytes());
+    run_prefill_step(*backend_, queue_, metadata, q.device_view, k.device_view, v.device_view, {chunk_k.device_view},
+                     {chunk_v.device_view}, scale_, buffers);
+    return std::make_pair(download(queue_, out), download(queue_, lse));
+  };
+#if defined(MLA_TEST_EMULATED)
+  const char* const modes[] = {"5"};
+#else
+  const char* const modes[] = {"5", nullptr};
+#endif
+  for (const char* mode : modes) {
+    SCOPED_TRACE(mode == nullptr ? "heuristic" : std::string("MLA_KV_SPLITS=") + mode);
+    const ScopedKvSplits splits(mode);
+    // The choice reaches the library's log at debug level.
+    std::vector<std::string> lines;
+    const LogLevel level = log_level();
+    set_log_level(LogLevel::debug);
+    const LogSink previous = set_log_sink([&lines](LogLevel, std::string_view line) { lines.emplace_back(line); });
+    auto first = run();
+    set_log_sink(previous);
+    set_log_level(level);
+#if !defined(MLA_TEST_HOPPER)
+    if (mode != nullptr) {
+      EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+        return line.find("context chunk 0: 5 splits, MLA_KV_SPLITS=5") != std::string::npos;
+      })) << "no split choice in the debug log";
+    }
+#endif
+    EXPECT_TRUE(close_to_reference(on_host(out, first.first), on_host(lse, first.second), expected.out, expected.lse,
+                                   out_tolerance(), lse_tolerance()));
+    const auto second = run();
+    EXPECT_EQ(first.first, second.first) << "a second run changes the output";
+    EXPECT_EQ(first.second, second.second) << "a second run changes the LSE";
+    if (mode == nullptr) continue;
+    // The same step from device metadata: with the split count fixed, the
+    // key ranges are the same, and so are the bits.
+    const auto upload = [&](const std::vector<std::int32_t>& values) {
+      UsmBuffer buffer = UsmBuffer::device(queue_, values.size() * sizeof(std::int32_t));
+      queue_.memcpy(buffer.get(), values.data(), buffer.bytes());
+      return buffer;
+    };
+    const UsmBuffer cu_q = upload(metadata.cu_seqlens_q), cu_k = upload(metadata.cu_seqlens_k),
+                    cu_chunk = upload(metadata.chunks[0].cu_seqlens_k);
+    DevicePrefillMetadata device;
+    device.batch_size = metadata.batch_size();
+    device.cu_seqlens_q = cu_q.as<const std::int32_t>();
+    device.cu_seqlens_k = cu_k.as<const std::int32_t>();
+    device.num_q_tokens = nq;
+    device.num_k_tokens = nk;
+    device.max_seqlen_q = metadata.max_seqlen_q;
+    device.max_seqlen_k = metadata.max_seqlen_k;
+    device.causal = true;
+    device.chunks.push_back({cu_chunk.as<const std::int32_t>(), nc, metadata.chunks[0].max_seqlen_k});
+    queue_.memset(out_storage.get(), 0xff, out_storage.bytes());
+    queue_.memset(lse_storage.get(), 0xff, lse_storage.bytes());
+    run_prefill_step(*backend_, queue_, device, q.device_view, k.device_view, v.device_view, {chunk_k.device_view},
+                     {chunk_v.device_view}, scale_, buffers);
+    EXPECT_EQ(download(queue_, out), first.first) << "device metadata changes the output";
+    EXPECT_EQ(download(queue_, lse), first.second) << "device metadata changes the LSE";
+  }
+#if defined(MLA_TEST_EMULATED)
+  // Per run (three): both attention calls split, each followed by the merge
+  // of its partials, and the step's one LSE merge.
+  EXPECT_EQ(simt::statistics().launches, 3u * 5u);
+#endif
 }
 
 TEST_P(CudaFlashTest, Fp8OutputIntoAPoisonedBuffer) {

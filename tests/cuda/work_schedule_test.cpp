@@ -93,6 +93,28 @@ TEST(WorkSchedule, CausalSingleSequenceRunsLastTileFirst) {
   for (std::size_t i = 0; i < items.size(); ++i) EXPECT_EQ(items[i].q_tile, 7 - static_cast<int>(i));
 }
 
+TEST(WorkSchedule, HeadGroupsCoverEveryBlockOnceGroupByGroup) {
+  const int num_work = 5;
+  const int num_heads = 12;
+  for (const int group : {0, 1, 2, 3, 4, 6, 12}) {
+    std::set<std::pair<int, int>> seen;
+    for (int block = 0; block < num_work * num_heads; ++block) {
+      const HeadTile t = head_tile(block, num_work, num_heads, group);
+      ASSERT_TRUE(t.work >= 0 && t.work < num_work && t.head >= 0 && t.head < num_heads) << group << " " << block;
+      EXPECT_TRUE(seen.insert({t.work, t.head}).second) << "group " << group << " block " << block;
+      if (group > 0 && group < num_heads) {
+        // A group's blocks are consecutive; within it the work items run fastest.
+        EXPECT_EQ(t.head / group, block / (num_work * group)) << group << " " << block;
+        EXPECT_EQ(t.work, block % num_work) << group << " " << block;
+      } else {
+        EXPECT_EQ(t.work, block / num_heads);  // every head of a work item before the next item
+        EXPECT_EQ(t.head, block % num_heads);
+      }
+    }
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(num_work * num_heads)) << group;
+  }
+}
+
 TEST(WorkSchedule, RejectsMismatchedBatches) {
   EXPECT_THROW(build_work_list({0, 4}, {0, 4, 8}, true, TileShape{128, 64}), Error);
   EXPECT_THROW(build_work_list({0, 4}, {0, 4}, true, TileShape{0, 64}), Error);

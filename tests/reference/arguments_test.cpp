@@ -339,7 +339,9 @@ TEST_F(Arguments, OutputsOverlappingInputsAreRefused) {
   };
   EXPECT_TRUE(raises(step({chunk_v.view(), lse.view(), workspace.get(), needed}), invalid,
                      "run_prefill_step: out overlaps chunk_v[0]"));
-  EXPECT_TRUE(raises(step({out.view(), lse.view(), q_.view().data, needed}), invalid,
+  // A workspace as large as q's own memory: overlaps are checked before its size.
+  const std::size_t q_bytes = static_cast<std::size_t>(q_.view().numel()) * dtype_size(q_.view().dtype);
+  EXPECT_TRUE(raises(step({out.view(), lse.view(), q_.view().data, q_bytes}), invalid,
                      "run_prefill_step: workspace overlaps q"));
   EXPECT_TRUE(
       raises(step({out.view(), lse_in_out, workspace.get(), needed}), invalid, "run_prefill_step: out overlaps lse"));

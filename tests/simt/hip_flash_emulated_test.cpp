@@ -2,7 +2,9 @@
 // attention on the host: every tile row (192/128, 128/128, 256/256), bf16 and
 // fp16, the gfx90a and gfx908 MFMA forms, causal (bottom-right aligned) and
 // not, over a varlen batch of odd lengths that includes a sequence with more
-// queries than keys (rows that see no key: output 0, LSE -inf). Each case
+// queries than keys (rows that see no key: output 0, LSE -inf), and split-KV
+// (the keys cut into ranges whose float32 partials the split merge joins,
+// empty ranges included). Each case
 // runs again with the reverse schedule and must give the same bits. Each
 // launch's time is printed.
 #include <gtest/gtest.h>
@@ -28,6 +30,7 @@
 #include "simt/emulator.hpp"
 #include "simt/emulator_required.hpp"
 #include "simt/hip_flash_emulated.hpp"
+#include "simt/merge_emulated.hpp"
 
 namespace mla::simt {
 namespace {
@@ -38,12 +41,13 @@ struct Case {
   DType dtype;
   AmdTarget target;
   bool causal;
+  int splits = 1;  // split-KV: key ranges per (work item, head), merged by merge_splits
 };
 
 std::string describe_case(const Case& c) {
   return "qk" + std::to_string(c.head_dim_qk) + "_v" + std::to_string(c.head_dim_v) + "_" +
          (c.dtype == DType::bfloat16 ? "bf16" : "fp16") + "_" + (c.target == AmdTarget::gfx908 ? "gfx908" : "gfx90a") +
-         (c.causal ? "_causal" : "_full");
+         (c.causal ? "_causal" : "_full") + (c.splits > 1 ? "_split" + std::to_string(c.splits) : "");
 }
 
 std::string case_name(const testing::TestParamInfo<Case>& info) { return describe_case(info.param); }
@@ -134,16 +138,33 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   p.num_heads = heads;
   p.causal = tc.causal;
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.q_tokens = total_q;
+  // Split-KV partials, poisoned: every one the merge reads must be written.
+  std::vector<float> partial_out, partial_lse;
+  if (tc.splits > 1) {
+    partial_out.assign(static_cast<std::size_t>(tc.splits) * total_q * heads * dv,
+                       std::numeric_limits<float>::quiet_NaN());
+    partial_lse.assign(static_cast<std::size_t>(tc.splits) * heads * total_q, std::numeric_limits<float>::quiet_NaN());
+    p.num_splits = tc.splits;
+    p.partial_out = partial_out.data();
+    p.partial_lse = partial_lse.data();
+  }
+  const auto run = [&] {
+    launch_hip_flash_emulated(p, tc.dtype, dqk, dv, tc.target);
+    if (tc.splits > 1) merge_splits_emulated(p, tc.dtype, dv);
+  };
 
   reset_statistics();
   const auto start = std::chrono::steady_clock::now();
-  launch_hip_flash_emulated(p, tc.dtype, dqk, dv, tc.target);
+  run();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const Statistics stats = statistics();
   std::printf("[ timing   ] %s: %.3f s per launch, %zu work items x %d heads; %s\n", describe_case(tc).c_str(), seconds,
               work.size(), heads, describe(stats).c_str());
-  EXPECT_EQ(stats.launches, 1u);
-  EXPECT_EQ(stats.blocks, work.size() * heads);
+  EXPECT_EQ(stats.launches, tc.splits > 1 ? 2u : 1u);
+  if (tc.splits == 1) {
+    EXPECT_EQ(stats.blocks, work.size() * heads);
+  }
 
   // Double-precision attention on the rounded inputs.
   const double out_tolerance = tc.dtype == DType::bfloat16 ? 2e-2 : 4e-3;
@@ -210,7 +231,7 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   std::fill(lse.begin(), lse.end(), std::numeric_limits<float>::quiet_NaN());
   set_schedule(Schedule::reverse);
   try {
-    launch_hip_flash_emulated(p, tc.dtype, dqk, dv, tc.target);
+    run();
   } catch (...) {
     set_schedule(Schedule::forward);
     throw;
@@ -232,6 +253,13 @@ std::vector<Case> all_cases() {
           cases.push_back({tile.head_dim_qk, tile.head_dim_v, dtype, target, causal});
       }
     }
+  }
+  // Split-KV on one shape: each sequence's key tiles cut 2 and 4 ways (the
+  // short sequences get empty ranges).
+  const hip_flash::FlashTileConfig& first = hip_flash::flash_tile_configs[0];
+  for (const bool causal : {true, false}) {
+    for (const int splits : {2, 4})
+      cases.push_back({first.head_dim_qk, first.head_dim_v, DType::bfloat16, AmdTarget::gfx90a, causal, splits});
   }
   return cases;
 }

@@ -204,6 +204,24 @@ struct StepSizes {
 
 struct LatentGather;  // mla/backend/latents.hpp
 
+// Splitting the keys of an attention call (the flash backends' split-KV,
+// docs/contract.md §3): a call whose (query tile, head) blocks cannot fill the
+// GPU cuts its keys into at most max_kv_splits ranges, writes one float32
+// partial output and LSE per range into scratch the caller lends
+// (PrefillBackend::lend_attention_scratch) and merges them by their LSE. The
+// scratch holds splits x query-head rows, at most kv_split_row_budget rows
+// in all, of v_head_dim + 1 floats each.
+inline constexpr int max_kv_splits = 16;
+inline constexpr std::int64_t kv_split_row_budget = 16384;
+
+// Bytes of scratch enough for any split of a call over `num_q_tokens`
+// queries: min(max_kv_splits * rows, kv_split_row_budget) rows (rows =
+// num_q_tokens * num_heads) plus 256 bytes of alignment; 0 without queries.
+// Never less for more queries, so scratch sized for a step serves every
+// smaller one; at most kv_split_row_budget * (v_head_dim + 1) * 4 + 256 bytes
+// (8.5 MB at v_head_dim 128).
+std::size_t attention_scratch_size(const BackendParams& params, std::int64_t num_q_tokens);
+
 class PrefillBackend {
  public:
   explicit PrefillBackend(const BackendParams& params);
@@ -264,6 +282,15 @@ class PrefillBackend {
 
   virtual bool supports_quant_output(QuantKey key) const;
 
+  // Lends the backend `bytes` of scratch at `data` (memory the queue's
+  // device reads and writes, 16-byte aligned) for the attention calls of
+  // the prepared step, until the next prepare() or prepare_device(), which
+  // take it back. The flash backends split a call's keys into it
+  // (attention_scratch_size) when the call's queries alone cannot fill the
+  // GPU; without it they never split. Other backends ignore it.
+  // run_prefill_step and run_mla_prefill lend part of their workspace.
+  void lend_attention_scratch(void* data, std::size_t bytes);
+
   // What runs under the name, for reports and benchmarks (e.g. which ISA
   // variant of the KOKKOS kernel this CPU gets); empty when there is nothing
   // to add. Never raises: a problem is described in the text instead.
@@ -273,9 +300,16 @@ class PrefillBackend {
   // What a prepare_device override calls first: checks the sizes and
   // pointers and records the step without host arrays.
   void record_device_step(const DevicePrefillMetadata& metadata);
+  // What lend_attention_scratch lent since the last prepare (null, 0: none).
+  struct Scratch {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+  };
+  Scratch attention_scratch() const { return scratch_; }
 
  private:
   BackendParams params_;
+  Scratch scratch_;
   std::optional<PrefillMetadata> metadata_;
   std::optional<StepSizes> sizes_;
 };
@@ -309,7 +343,8 @@ struct PrefillStepBuffers {
 };
 
 // Bytes of workspace run_prefill_step needs for `metadata` (0 without context
-// chunks): the chunk results and the merges' second buffer.
+// chunks): the chunk results, the merges' second buffer and the scratch of
+// split attention calls (attention_scratch_size).
 std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata);
 std::size_t prefill_step_workspace_size(const BackendParams& params, const DevicePrefillMetadata& metadata);
 

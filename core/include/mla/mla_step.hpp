@@ -144,7 +144,8 @@ struct MlaStepPlan {
   std::vector<std::int32_t> device_cu_seqlens;
   // Bytes of workspace the run needs: the metadata and gather lists the
   // queue reads, float32 latents, keys and values for the new tokens or the
-  // largest chunk, and three partial results when there is context. An engine
+  // largest chunk, and, when there is context, three partial results and the
+  // scratch of split attention calls (attention_scratch_size). An engine
   // sizes one workspace for its largest step; a smaller step fits in it.
   std::size_t workspace_bytes = 0;
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <sstream>
 
@@ -236,8 +237,26 @@ PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
     bad_argument("float8_e4m3 is an output dtype only; q, k and v must be float32, float16 or bfloat16");
 }
 
+std::size_t attention_scratch_size(const BackendParams& params, std::int64_t num_q_tokens) {
+  const std::int64_t rows = std::max<std::int64_t>(num_q_tokens, 0) * params.num_heads;
+  if (rows == 0) return 0;
+  const std::int64_t split_rows = std::min<std::int64_t>(rows * max_kv_splits, kv_split_row_budget);
+  return static_cast<std::size_t>(split_rows) * static_cast<std::size_t>(params.dims.v_head_dim + 1) * sizeof(float) +
+         256;
+}
+
+void PrefillBackend::lend_attention_scratch(void* data, std::size_t bytes) {
+  if (data == nullptr && bytes > 0)
+    bad_argument(name() + ": lend_attention_scratch of " + std::to_string(bytes) + " bytes at null");
+  if (reinterpret_cast<std::uintptr_t>(data) % 16 != 0) {
+    bad_argument(name() + ": attention scratch must be 16-byte aligned");
+  }
+  scratch_ = Scratch{data, bytes};
+}
+
 void PrefillBackend::prepare(Queue& /*queue*/, const PrefillMetadata& metadata) {
   check_metadata(metadata);
+  scratch_ = Scratch{};
   metadata_ = metadata;
   StepSizes sizes;
   sizes.batch_size = metadata.batch_size();
@@ -253,6 +272,7 @@ void PrefillBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& m
 
 void PrefillBackend::record_device_step(const DevicePrefillMetadata& metadata) {
   check_device_metadata(metadata);
+  scratch_ = Scratch{};
   StepSizes sizes;
   sizes.batch_size = metadata.batch_size;
   sizes.num_q_tokens = metadata.num_q_tokens;

@@ -31,11 +31,14 @@ Partial carve_partial(WorkspaceCursor& cursor, const BackendParams& params, std:
 
 // The step's workspace, in order: an LSE for the result when the caller
 // wants none (the merges need one), then, with context chunks, the chunk's
-// own result and the second buffer of the merge ping-pong. Over a measuring
-// cursor it gives prefill_step_workspace_size.
+// own result, the second buffer of the merge ping-pong and the scratch lent
+// to the backend for split attention calls. Over a measuring cursor it gives
+// prefill_step_workspace_size.
 struct StepWorkspace {
   TensorView own_lse;
   Partial context, spare;
+  void* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
 };
 
 StepWorkspace carve_step(WorkspaceCursor& cursor, const BackendParams& params, std::int64_t num_q,
@@ -45,6 +48,8 @@ StepWorkspace carve_step(WorkspaceCursor& cursor, const BackendParams& params, s
   if (num_chunks > 0) {
     w.context = carve_partial(cursor, params, num_q);
     w.spare = carve_partial(cursor, params, num_q);
+    w.scratch_bytes = attention_scratch_size(params, num_q);
+    w.scratch = cursor.bytes(w.scratch_bytes);
   }
   return w;
 }
@@ -90,6 +95,7 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
   // the one that makes the last merge land in the caller's.
   const Partial& context = work.context;
   const Partial& spare = work.spare;
+  backend.lend_attention_scratch(work.scratch, work.scratch_bytes);
   Partial current = chunks % 2 == 0 ? result : spare;
   Partial next = chunks % 2 == 0 ? spare : result;
   backend.run_new_tokens(queue, q, k, v, scale, /*return_lse=*/true, current.out, std::nullopt, current.lse);

@@ -74,6 +74,8 @@ struct StepWorkspace {
   std::int64_t* slots = nullptr;       // the plan's slots
   TensorView latents, k, v;
   Partial prefix, first, second;  // with context chunks: a chunk's result and the running one's two buffers
+  void* scratch = nullptr;        // with context chunks: lent to the backend for split attention calls
+  std::size_t scratch_bytes = 0;
 
   StepWorkspace(WorkspaceCursor& cursor, const MlaStepPlan& plan) {
     cu_seqlens = static_cast<std::int32_t*>(cursor.bytes(plan.device_cu_seqlens.size() * sizeof(std::int32_t)));
@@ -90,6 +92,11 @@ struct StepWorkspace {
       partial->out = cursor.view(plan.dtype, {nq, heads, d.v_head_dim});
       partial->lse = cursor.view(DType::float32, {heads, nq});
     }
+    BackendParams params;
+    params.num_heads = plan.num_heads;
+    params.dims = plan.dims;
+    scratch_bytes = attention_scratch_size(params, nq);
+    scratch = cursor.bytes(scratch_bytes);
   }
 };
 
@@ -237,6 +244,7 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
     return;
   }
 
+  backend.lend_attention_scratch(w.scratch, w.scratch_bytes);
   // The running result moves between two partials; the last merge writes
   // the caller's out and lse.
   backend.run_new_tokens(queue, inputs.q, k_new, v_new, scale, true, w.first.out, std::nullopt, w.first.lse);
