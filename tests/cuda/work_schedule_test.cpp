@@ -103,9 +103,10 @@ TEST(WorkSchedule, HeadGroupsCoverEveryBlockOnceGroupByGroup) {
       ASSERT_TRUE(t.work >= 0 && t.work < num_work && t.head >= 0 && t.head < num_heads) << group << " " << block;
       EXPECT_TRUE(seen.insert({t.work, t.head}).second) << "group " << group << " block " << block;
       if (group > 0 && group < num_heads) {
-        // A group's blocks are consecutive; within it the work items run fastest.
+        // A group's blocks are consecutive; within it the heads run fastest.
         EXPECT_EQ(t.head / group, block / (num_work * group)) << group << " " << block;
-        EXPECT_EQ(t.work, block % num_work) << group << " " << block;
+        EXPECT_EQ(t.head % group, block % group) << group << " " << block;
+        EXPECT_EQ(t.work, (block % (num_work * group)) / group) << group << " " << block;
       } else {
         EXPECT_EQ(t.work, block / num_heads);  // every head of a work item before the next item
         EXPECT_EQ(t.head, block % num_heads);
