@@ -30,13 +30,13 @@ inline constexpr bool host_parallel_space = false;
 
 // True when this thread may start parallel work on the default host space.
 inline bool may_dispatch_parallel() {
-  using Space = Kokkos::DefaultHostExecutionSpace;
 #if defined(KOKKOS_ENABLE_OPENMP)
-  if constexpr (std::is_same_v<Space, Kokkos::OpenMP>) return !Kokkos::OpenMP::in_parallel();
+  if constexpr (std::is_same_v<Kokkos::DefaultHostExecutionSpace, Kokkos::OpenMP>)
+    return !Kokkos::OpenMP::in_parallel();
 #endif
 #if defined(KOKKOS_ENABLE_THREADS)
   // Kokkos 3.4 names its master thread only through this internal call.
-  if constexpr (std::is_same_v<Space, Kokkos::Threads>) {
+  if constexpr (std::is_same_v<Kokkos::DefaultHostExecutionSpace, Kokkos::Threads>) {
     return Kokkos::Impl::ThreadsExec::is_process() && !Kokkos::Threads::in_parallel();
   }
 #endif
