@@ -13,8 +13,9 @@ Usage (from the source root, with a cpu-openmp build and ci/vllm-env's venv):
       [--quick] [--json OUT.json]
 One worker process per thread count (Kokkos fixes its thread count when it
 starts; OMP_NUM_THREADS sets it, torch.set_num_threads PyTorch's). Every timed
-call runs on the 1-thread worker and right after on the all-cores one, three
-times (once for the slowest SDPA cases), and the best time of each is kept:
+call runs on the 1-thread worker and right after on the all-cores one, five
+times for KOKKOS, three for SDPA (once for its slowest cases), and the best
+time of each is kept:
 the ratios compare measurements taken side by side, and work of others on a
 shared machine only ever slows a call down. The markdown table goes to stdout,
 progress to stderr.
@@ -56,9 +57,12 @@ def jobs(quick):
 
 
 def repeats(backend, flops):
-    """Timed calls per thread count: the slowest cases (a 1-thread SDPA call at
-    8k takes over half a minute) once, the rest three times."""
-    return 1 if backend == "SDPA" and flops >= 1e11 else 3
+    """Timed calls per thread count: KOKKOS five times; SDPA three times, and
+    once for the slowest cases (a 1-thread SDPA call at 8k takes over half a
+    minute)."""
+    if backend == "KOKKOS":
+        return 5
+    return 1 if flops >= 1e11 else 3
 
 
 class Job:
@@ -203,6 +207,7 @@ def main():
         proc.stdin.flush()
         return json.loads(proc.stdout.readline())
 
+    load_before = os.getloadavg()[0]
     for index, (dtype_name, (label, heads, lengths)) in enumerate(jobs(args.quick)):
         flops = causal_flops(heads, lengths)
         for backend in ("KOKKOS", "SDPA"):
@@ -219,7 +224,7 @@ def main():
                 run["results"].append({"case": label, "heads": heads, "lengths": lengths, "tokens": sum(lengths),
                                        "dtype": dtype_name, "threads": run["threads"], "backend": backend,
                                        "repeats": repeats(backend, flops), "ms": seconds * 1e3,
-                                       "gflops": flops / seconds / 1e9})
+                                       "gflops": flops / seconds / 1e9, "load_1min": os.getloadavg()[0]})
             print(f"  {dtype_name} {heads}h {label} {backend}: " +
                   ", ".join(f"{t} thr {best[t] * 1e3:.1f} ms" for t in sorted(best)), file=sys.stderr, flush=True)
         for proc, run in workers:
@@ -235,12 +240,17 @@ def main():
         "torch": runs[0]["torch"],
         "kokkos_kernel": runs[0]["kokkos_kernel"],
         "python": platform.python_version(),
+        # The machine's 1-minute load average before the run and at its end;
+        # this run's own workers add about 1 to 2 while they compute.
+        "load_1min_before": load_before,
+        "load_1min_after": os.getloadavg()[0],
     }
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "runs": runs}, f, indent=1)
     print(f"PyTorch {meta['torch']} (SDPA), KOKKOS {meta['kokkos_kernel']}; threads 1 and {all_threads} "
-          f"(KOKKOS: OMP_NUM_THREADS per child process; PyTorch: torch.set_num_threads)\n")
+          f"(KOKKOS: OMP_NUM_THREADS per worker process; PyTorch: torch.set_num_threads); "
+          f"load average {meta['load_1min_before']:.2f} before, {meta['load_1min_after']:.2f} after\n")
     print(table(runs, all_threads))
 
 

@@ -1,4 +1,4 @@
-// FlashAttention-2 with Kokkos hierarchical parallelism.
+// FlashAttention-2 on Kokkos' default host execution space.
 //
 // One work item per (sequence, query tile, head), each computed alone by one
 // thread (host_parallel.hpp spreads them over the host space's threads); the
