@@ -22,6 +22,7 @@
 
 namespace mla::kokkos {
 
+// Kokkos makes OpenMP, else Threads, the default host space whenever it has one.
 #if defined(KOKKOS_ENABLE_OPENMP) || defined(KOKKOS_ENABLE_THREADS)
 inline constexpr bool host_parallel_space = true;
 #else
@@ -43,11 +44,13 @@ inline bool may_dispatch_parallel() {
   return true;
 }
 
-// Runs body(i) for every i in [0, count), each item on one thread. Items are
-// handed out one at a time in order (dynamic schedule, chunks of one), so a
-// list sorted longest first ends on short items and leaves no thread idle
-// behind a long straggler. The caller's results must not depend on which
-// thread ran an item (the kernels' do not: each item is computed alone).
+// Runs body(i) for every i in [0, count), each item on one thread, on a
+// dynamic schedule with chunks of one: in Kokkos 3.4 each thread starts on its
+// own contiguous share of the list and, when done, takes single items from
+// the others' shares. A list sorted longest first ends every share on short
+// items, so no thread sits idle behind a long straggler. The caller's results
+// must not depend on which thread ran an item (the kernels' do not: each item
+// is computed alone).
 template <class Body>
 void for_each_item(const char* label, std::int64_t count, const Body& body) {
   if (count <= 0) return;
