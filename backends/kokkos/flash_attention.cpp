@@ -1,9 +1,10 @@
-// FlashAttention-2 with Kokkos hierarchical parallelism.
+// FlashAttention-2 on Kokkos' default host execution space.
 //
-// One team per work item (sequence, query tile, head); the work list is built
-// on the host, longest first within each (sequence, head) so dynamic
-// scheduling never ends on a long straggler (see build_work_list). A team
-// keeps in scratch, all fp32:
+// One work item per (sequence, query tile, head), each computed alone by one
+// thread (host_parallel.hpp spreads them over the host space's threads); the
+// list is ordered longest first so dynamic scheduling never ends on a long
+// straggler (see build_work_list). An item keeps in its thread's scratch, all
+// fp32:
 //   qt  [dqk][Br]      the query tile, transposed, pre-multiplied by scale*log2(e)
 //   kr  [Bc'][dqk]     the current key tile       (Bc' = Bc rounded to block rows)
 //   vr  [Bc][dv']      the current value tile     (dv' = dv rounded to block cols)
@@ -25,8 +26,10 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "flash_config.hpp"
+#include "host_parallel.hpp"
 #include "hot_loops.hpp"
 #include "kokkos_views.hpp"
 #include "mla/error.hpp"
@@ -44,12 +47,7 @@ struct WorkItem {
   int head;
 };
 
-using WorkList = Kokkos::View<WorkItem*, MemSpace>;
-using CuSeqlens = Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
-using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
-using Member = Policy::member_type;
-
-// Offsets (in floats) of the scratch arrays of one team.
+// Offsets (in floats) of the scratch arrays of one work item.
 struct ScratchLayout {
   int dqk = 0, dv = 0, dv_padded = 0;
   int qt = 0, kr = 0, vr = 0, st = 0, acc = 0, row_max = 0, row_sum = 0, row_alpha = 0, total = 0;
@@ -73,9 +71,8 @@ struct ScratchLayout {
     row_max = place(br);
     row_sum = place(br);
     row_alpha = place(br);
-    total = at + 16;  // room to align the base pointer
+    total = at;
   }
-  KOKKOS_INLINE_FUNCTION std::size_t bytes() const { return static_cast<std::size_t>(total) * sizeof(float); }
 };
 
 template <DType kIn, DType kOut, HostIsa kIsa>
@@ -92,20 +89,20 @@ struct FlashKernel {
   typename StridedViewType<Out, 3>::type out;           // [Nq,H,dv]
   typename StridedViewType<float, 2>::type lse;         // [H,Nq]
   bool write_lse = false;
-  Kokkos::View<const std::int32_t*, MemSpace> cu_q, cu_k;
-  WorkList work;
+  const std::int32_t* cu_q = nullptr;  // [B+1], the caller's vectors
+  const std::int32_t* cu_k = nullptr;
+  const WorkItem* work = nullptr;
   ScratchLayout layout;
-  int scratch_level = 0;
   bool causal = true;
   float q_multiplier = 1.0f;    // softmax scale * log2(e): scores come out in log2 units
   float out_multiplier = 1.0f;  // 1 / fp8 scale, 1 otherwise
 
-  KOKKOS_FUNCTION void operator()(const Member& member) const {
-    const WorkItem item = work(member.league_rank());
-    const int q_begin = cu_q(item.sequence);
-    const int sq = cu_q(item.sequence + 1) - q_begin;
-    const int k_begin = cu_k(item.sequence);
-    const int sk = cu_k(item.sequence + 1) - k_begin;
+  void operator()(std::int64_t index) const {
+    const WorkItem item = work[index];
+    const int q_begin = cu_q[item.sequence];
+    const int sq = cu_q[item.sequence + 1] - q_begin;
+    const int k_begin = cu_k[item.sequence];
+    const int sk = cu_k[item.sequence + 1] - k_begin;
     const int tile_first = item.q_tile * kBr;  // first query of the tile within its sequence
     const int rows = imin(kBr, sq - tile_first);
     // What the tile's last row sees: the key loop's end.
@@ -113,64 +110,52 @@ struct FlashKernel {
     // Query i sees keys j <= i + diagonal (the same rule, per element).
     const int diagonal = sk - sq;
 
-    float* scratch = aligned_scratch(member);
+    float* scratch = thread_scratch(static_cast<std::size_t>(layout.total));
     float* qt = scratch + layout.qt;
     float* acc = scratch + layout.acc;
     float* row_max = scratch + layout.row_max;
     float* row_sum = scratch + layout.row_sum;
 
-    stage_queries(member, qt, q_begin + tile_first, rows, item.head);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kBr), [&](int r) {
+    stage_queries(qt, q_begin + tile_first, rows, item.head);
+    for (int r = 0; r < kBr; ++r) {
       row_max[r] = neg_infinity();
       row_sum[r] = 0.0f;
       for (int c = 0; c < layout.dv_padded; ++c) acc[r * layout.dv_padded + c] = 0.0f;
-    });
-    member.team_barrier();
+    }
 
     for (int kv_first = 0; kv_first < keys; kv_first += kBc) {
       const int cols = imin(kBc, keys - kv_first);
-      stage_keys_values(member, scratch, k_begin + kv_first, cols, item.head);
-      member.team_barrier();
-      scores(member, scratch, rows, cols);
-      member.team_barrier();
+      stage_keys_values(scratch, k_begin + kv_first, cols, item.head);
+      scores(scratch, rows, cols);
       // Query r sees key j of this tile iff j <= r + first_visible_shift.
       const int shift = tile_first + diagonal - kv_first;
-      softmax_update(member, scratch, rows, cols, causal && cols - 1 > shift, shift);
-      member.team_barrier();
-      accumulate_values(member, scratch, rows, cols);
-      member.team_barrier();
+      softmax_update(scratch, rows, cols, causal && cols - 1 > shift, shift);
+      accumulate_values(scratch, rows, cols);
     }
-    store_output(member, scratch, q_begin + tile_first, rows, item.head);
-  }
-
-  KOKKOS_INLINE_FUNCTION float* aligned_scratch(const Member& member) const {
-    void* base = member.team_scratch(scratch_level).get_shmem(layout.bytes());
-    const auto address = reinterpret_cast<std::uintptr_t>(base);
-    return reinterpret_cast<float*>((address + 63u) & ~static_cast<std::uintptr_t>(63u));
+    store_output(scratch, q_begin + tile_first, rows, item.head);
   }
 
   // qt[d][r] = q[token r][head][d] * q_multiplier; rows past the tile end are 0.
-  KOKKOS_INLINE_FUNCTION void stage_queries(const Member& member, float* qt, int token, int rows, int head) const {
+  void stage_queries(float* qt, int token, int rows, int head) const {
     const int dqk = layout.dqk;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kBr), [&](int r) {
+    for (int r = 0; r < kBr; ++r) {
       if (r < rows) {
         for (int d = 0; d < dqk; ++d) qt[d * kBr + r] = Element<kIn>::load(q(token + r, head, d)) * q_multiplier;
       } else {
         for (int d = 0; d < dqk; ++d) qt[d * kBr + r] = 0.0f;
       }
-    });
+    }
   }
 
   // kr[j][d] and vr[j][c] in fp32; key rows up to the register block are 0
   // so the score product reads finite values there.
-  KOKKOS_INLINE_FUNCTION void stage_keys_values(const Member& member, float* scratch, int token, int cols,
-                                                int head) const {
+  void stage_keys_values(float* scratch, int token, int cols, int head) const {
     float* kr = scratch + layout.kr;
     float* vr = scratch + layout.vr;
     const int dqk = layout.dqk;
     const int dv = layout.dv;
     const int dv_padded = layout.dv_padded;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, round_up(cols, kRb)), [&](int j) {
+    for (int j = 0; j < round_up(cols, kRb); ++j) {
       float* k_row = kr + j * dqk;
       if (j < cols) {
         for (int d = 0; d < dqk; ++d) k_row[d] = Element<kIn>::load(k(token + j, head, d));
@@ -180,7 +165,7 @@ struct FlashKernel {
       } else {
         for (int d = 0; d < dqk; ++d) k_row[d] = 0.0f;
       }
-    });
+    }
   }
 
   // Query columns of S^T that are computed: every row the value product
@@ -191,35 +176,34 @@ struct FlashKernel {
   // st[j][r] = sum_d kr[j][d] * qt[d][r]: register blocks of kRb keys x kNc
   // queries. The block index runs over keys fastest, so one kNc-wide column
   // slice of qt (dqk x kNc floats) is reused from L1 by every key block.
-  KOKKOS_INLINE_FUNCTION void scores(const Member& member, float* scratch, int rows, int cols) const {
+  void scores(float* scratch, int rows, int cols) const {
     const float* kr = scratch + layout.kr;
     const float* qt = scratch + layout.qt;
     float* st = scratch + layout.st;
     const int dqk = layout.dqk;
     const int key_blocks = round_up(cols, kRb) / kRb;
     const int query_blocks = score_query_blocks(rows);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, key_blocks * query_blocks), [&](int block) {
+    for (int block = 0; block < key_blocks * query_blocks; ++block) {
       const int j = (block % key_blocks) * kRb;
       const int r = (block / key_blocks) * kNc;
       Hot::template micro_gemm<kRb, kNc>(kr + j * dqk, dqk, 1, qt + r, kBr, dqk, st + j * kBr + r, kBr, nullptr);
-    });
+    }
   }
 
   // Online softmax over this tile's keys (softmax_block_body): P^T in st, the
   // new running max/sum, and row_alpha = exp2(old max - new max).
-  KOKKOS_INLINE_FUNCTION void softmax_update(const Member& member, float* scratch, int rows, int cols, bool masked,
-                                             int shift) const {
+  void softmax_update(float* scratch, int rows, int cols, bool masked, int shift) const {
     float* st = scratch + layout.st;
     float* row_max = scratch + layout.row_max;
     float* row_sum = scratch + layout.row_sum;
     float* row_alpha = scratch + layout.row_alpha;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, score_query_blocks(rows)), [&](int block) {
+    for (int block = 0; block < score_query_blocks(rows); ++block) {
       Hot::template softmax_block<kBr, kNc>(st, row_max, row_sum, row_alpha, block * kNc, cols, masked, shift);
-    });
+    }
   }
 
   // acc[r][:] = acc[r][:] * row_alpha[r] + sum_j st[j][r] * vr[j][:].
-  KOKKOS_INLINE_FUNCTION void accumulate_values(const Member& member, float* scratch, int rows, int cols) const {
+  void accumulate_values(float* scratch, int rows, int cols) const {
     const float* st = scratch + layout.st;
     const float* vr = scratch + layout.vr;
     const float* row_alpha = scratch + layout.row_alpha;
@@ -227,20 +211,20 @@ struct FlashKernel {
     const int dv_padded = layout.dv_padded;
     const int query_blocks = round_up(rows, kRb) / kRb;
     const int value_blocks = dv_padded / kNc;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, query_blocks * value_blocks), [&](int block) {
+    for (int block = 0; block < query_blocks * value_blocks; ++block) {
       const int r = (block % query_blocks) * kRb;
       const int c = (block / query_blocks) * kNc;
       Hot::template micro_gemm<kRb, kNc>(st + r, 1, kBr, vr + c, dv_padded, cols, acc + r * dv_padded + c, dv_padded,
                                          row_alpha + r);
-    });
+    }
   }
 
-  KOKKOS_INLINE_FUNCTION void store_output(const Member& member, float* scratch, int token, int rows, int head) const {
+  void store_output(float* scratch, int token, int rows, int head) const {
     const float* acc = scratch + layout.acc;
     const float* row_max = scratch + layout.row_max;
     const float* row_sum = scratch + layout.row_sum;
     const int dv = layout.dv;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, rows), [&](int r) {
+    for (int r = 0; r < rows; ++r) {
       const float sum = row_sum[r];
       // No visible key: output 0 and LSE -inf (docs/contract.md §2).
       const float inverse = sum > 0.0f ? out_multiplier / sum : 0.0f;
@@ -249,7 +233,7 @@ struct FlashKernel {
       if (write_lse) {
         lse(head, token + r) = sum > 0.0f ? (row_max[r] + kmath::log2(sum)) * kLn2 : neg_infinity();
       }
-    });
+    }
   }
 };
 
@@ -260,7 +244,7 @@ struct FlashKernel {
 // reread one head's K/V from cache. The list still ends on the shortest
 // items of the shortest sequences, which is what dynamic scheduling needs
 // to finish without a long straggler.
-WorkList build_work_list(const AttentionProblem& problem, int heads, int rows_q) {
+std::vector<WorkItem> build_work_list(const AttentionProblem& problem, int heads, int rows_q) {
   const auto& cu_q = *problem.cu_q;
   const auto& cu_k = *problem.cu_k;
   struct Costed {
@@ -289,18 +273,10 @@ WorkList build_work_list(const AttentionProblem& problem, int heads, int rows_q)
     if (a.item.head != b.item.head) return a.item.head < b.item.head;
     return a.keys > b.keys;
   });
-  WorkList work(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mla_kokkos_work")), items.size());
-  auto host = Kokkos::create_mirror_view(work);
-  for (std::size_t i = 0; i < items.size(); ++i) host(i) = items[i].item;
-  Kokkos::deep_copy(work, host);
+  std::vector<WorkItem> work;
+  work.reserve(items.size());
+  for (const Costed& costed : items) work.push_back(costed.item);
   return work;
-}
-
-Kokkos::View<const std::int32_t*, MemSpace> to_device(const std::vector<std::int32_t>& values, const char* label) {
-  Kokkos::View<std::int32_t*, MemSpace> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                                             values.size());
-  Kokkos::deep_copy(view, CuSeqlens(values.data(), values.size()));
-  return view;
 }
 
 template <DType kIn, DType kOut, HostIsa kIsa>
@@ -308,6 +284,8 @@ void launch(const AttentionProblem& problem) {
   using Kernel = FlashKernel<kIn, kOut, kIsa>;
   using In = typename Element<kIn>::Storage;
   const int heads = static_cast<int>(problem.q.shape[1]);
+  const std::vector<WorkItem> work = build_work_list(problem, heads, Kernel::kBr);
+  if (work.empty()) return;
   Kernel kernel{
       wrap<const In, 3>(problem.q),
       wrap<const In, 3>(problem.k),
@@ -315,32 +293,15 @@ void launch(const AttentionProblem& problem) {
       wrap<typename Element<kOut>::Storage, 3>(problem.out),
       {},
       !problem.lse.empty_view(),
-      to_device(*problem.cu_q, "mla_kokkos_cu_q"),
-      to_device(*problem.cu_k, "mla_kokkos_cu_k"),
-      build_work_list(problem, heads, Kernel::kBr),
+      problem.cu_q->data(),
+      problem.cu_k->data(),
+      work.data(),
       ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]), Kernel::kTile)};
   if (kernel.write_lse) kernel.lse = wrap<float, 2>(problem.lse);
   kernel.causal = problem.causal;
   kernel.q_multiplier = problem.scale * numeric::log2e;
   kernel.out_multiplier = problem.out_scale ? 1.0f / *problem.out_scale : 1.0f;
-  const int items = static_cast<int>(kernel.work.extent(0));
-  if (items == 0) return;
-
-  // One thread per team: on a CPU a team's work is vectorised inside each
-  // thread, and a team of one needs no barrier; the TeamThreadRange loops
-  // still spread work when a space runs larger teams.
-  Policy policy(items, 1);
-  const std::size_t bytes = kernel.layout.bytes();
-  // Level 0 is the fast per-team scratch (GPU shared memory); a host space
-  // caps it (Serial: 32 KiB), so larger tiles go to level 1.
-  kernel.scratch_level = bytes <= static_cast<std::size_t>(policy.scratch_size_max(0)) ? 0 : 1;
-  if (bytes > static_cast<std::size_t>(policy.scratch_size_max(1))) {
-    raise(ErrorCategory::not_supported, "KOKKOS: head dims need " + std::to_string(bytes) +
-                                            " bytes of team scratch, more than this execution space offers");
-  }
-  policy.set_scratch_size(kernel.scratch_level, Kokkos::PerTeam(static_cast<int>(bytes)));
-  Kokkos::parallel_for("mla_kokkos_flash_attention", policy, kernel);
-  Kokkos::fence();
+  for_each_item("mla_kokkos_flash_attention", static_cast<std::int64_t>(work.size()), kernel);
 }
 
 template <DType kIn, HostIsa kIsa>

@@ -6,6 +6,7 @@
 
 #include "flash_attention.hpp"
 #include "host_isa.hpp"
+#include "host_parallel.hpp"
 #include "kokkos_runtime.hpp"
 #include "mla/backend/checks.hpp"
 #include "mla/backend/latents.hpp"
@@ -14,14 +15,24 @@
 namespace mla::kokkos {
 namespace {
 
-// Kokkos' Serial space (the one Debian's Kokkos has) runs every kernel on one
-// process-wide instance whose team scratch all callers share: two threads in
-// a kernel at once overwrite each other's staged queries and give wrong
-// results (PluginConcurrency found it under tsan). Kernels take turns.
-std::mutex& kernel_lock() {
-  static std::mutex lock;
-  return lock;
-}
+// Kokkos' Serial space (the one Debian's Kokkos has) is one process-wide
+// instance that Kokkos does not promise to share between threads; with
+// Serial as the default host space, calls take turns on this lock. A
+// host-parallel space (OpenMP, Threads) takes no lock: host_parallel.hpp
+// says why concurrent calls are safe there.
+class KernelTurn {
+ public:
+  KernelTurn() {
+    if constexpr (!host_parallel_space) lock_ = std::unique_lock<std::mutex>(mutex());
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex lock;
+    return lock;
+  }
+  std::unique_lock<std::mutex> lock_;
+};
 
 }  // namespace
 
@@ -31,7 +42,7 @@ KokkosBackend::KokkosBackend(const BackendParams& params) : HostBackend(params) 
 // checks again (a no-op when it is running).
 void KokkosBackend::attention(const detail::HostAttentionProblem& problem) {
   ensure_initialized();
-  const std::lock_guard<std::mutex> turn(kernel_lock());
+  const KernelTurn turn;
   flash_attention(problem);
 }
 
@@ -50,13 +61,13 @@ void KokkosBackend::project_latents(Queue& queue, const TensorView& latents, con
   require_queue_kind(name(), "project_latents", {DeviceBackend::host}, queue);
   check_latent_projection(queue, latents, kv_b_proj, k, v);
   ensure_initialized();
-  const std::lock_guard<std::mutex> turn(kernel_lock());
+  const KernelTurn turn;
   kokkos::project_latents(latents, kv_b_proj, k, v);
 }
 
 void KokkosBackend::merge(const MergeArgs& args) {
   ensure_initialized();
-  const std::lock_guard<std::mutex> turn(kernel_lock());
+  const KernelTurn turn;
   merge_states(args);
 }
 

@@ -22,9 +22,7 @@ class KokkosBackend final : public detail::HostBackend {
 
  protected:
   // Kernels run on Kokkos' default host execution space, which reads the
-  // memory of the host queue. A user's Kokkos-CUDA/HIP build could serve GPU
-  // queues by running the same functors on Kokkos::DefaultExecutionSpace bound
-  // to the queue's stream; this build does not.
+  // memory of the host queue; GPU queues are refused.
   void attention(const detail::HostAttentionProblem& problem) override;
   void merge(const MergeArgs& args) override;
 };

@@ -14,9 +14,8 @@ namespace mla::kokkos {
 
 // The backend serves the host queue, so kernels run on the default host
 // execution space (Serial in Debian's Kokkos, OpenMP or Threads in a user's).
-// A Kokkos-CUDA/HIP build could run the same functors on a GPU queue by
-// swapping this space for Kokkos::DefaultExecutionSpace and binding the
-// queue's stream to an execution space instance.
+// The kernels keep their scratch in host memory per OS thread
+// (host_parallel.hpp): they are host kernels, not device-portable functors.
 using ExecSpace = Kokkos::DefaultHostExecutionSpace;
 using MemSpace = ExecSpace::memory_space;
 

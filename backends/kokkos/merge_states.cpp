@@ -1,8 +1,9 @@
-// merge_attn_states (docs/contract.md §3) as one Kokkos parallel_for over
+// merge_attn_states (docs/contract.md §3) as one parallel loop over
 // (token, head) pairs; each pair rescales its V-wide rows in fp32.
 #include <Kokkos_Core.hpp>
 
 #include "flash_attention.hpp"
+#include "host_parallel.hpp"
 #include "kokkos_views.hpp"
 
 namespace mla::kokkos {
@@ -78,9 +79,7 @@ void launch(const MergeArgs& args) {
   kernel.out_multiplier = args.out_scale ? 1.0f / args.out_scale->value : 1.0f;
   const std::int64_t pairs = tokens * kernel.heads;
   if (pairs == 0) return;
-  Kokkos::parallel_for("mla_kokkos_merge_attn_states",
-                       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(0, pairs), kernel);
-  Kokkos::fence();
+  for_each_item("mla_kokkos_merge_attn_states", pairs, kernel);
 }
 
 template <DType kIn>

@@ -1,8 +1,7 @@
 // The MLA step's up-projection on KOKKOS: keys and values = latents .
 // kv_b_proj^T as a register-blocked GEMM on the attention kernel's
 // micro-GEMM (hot_loops.hpp), in the variant the CPU runs best
-// (host_isa.hpp), one column panel per iteration of a Kokkos RangePolicy on
-// the default host execution space.
+// (host_isa.hpp), one column panel per work item (host_parallel.hpp).
 //
 // Every output is one fp32 sum over the latent index in order, computed by the
 // same micro-GEMM for every block of tokens, the last one included (padded
@@ -16,6 +15,7 @@
 
 #include "flash_attention.hpp"
 #include "flash_config.hpp"
+#include "host_parallel.hpp"
 #include "hot_loops.hpp"
 #include "mla/backend/latents.hpp"
 
@@ -44,30 +44,27 @@ void project_with(const TensorView& latents, const TensorView& w, const TensorVi
     }
   }
   const std::int64_t panels = round_up(columns, kCols) / kCols;
-  Kokkos::parallel_for(
-      "mla_kokkos_project_latents", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, panels),
-      [&](std::int64_t panel) {
-        const std::int64_t c0 = panel * kCols;
-        const std::int64_t cn = std::min<std::int64_t>(kCols, columns - c0);
-        // kv_b_proj^T for this panel, [depth][kCols] in fp32; missing columns 0.
-        std::vector<float> b(static_cast<std::size_t>(depth * kCols), 0.0f);
-        for (std::int64_t c = 0; c < cn; ++c) {
-          for (std::int64_t l = 0; l < depth; ++l) {
-            b[static_cast<std::size_t>(l * kCols + c)] = load_as_float(w.data, w.dtype, w.offset(c0 + c, l));
-          }
-        }
-        float block[kRows * kCols];
-        for (std::int64_t t0 = 0; t0 < padded_tokens; t0 += kRows) {
-          HotLoops<kIsa>::template micro_gemm<kRows, kCols>(
-              a.data() + t0 * depth, static_cast<int>(depth), 1, static_cast<const float*>(b.data()), kCols,
-              static_cast<int>(depth), static_cast<float*>(block), kCols, static_cast<const float*>(nullptr));
-          const std::int64_t rows = std::min<std::int64_t>(kRows, tokens - t0);
-          for (std::int64_t r = 0; r < rows; ++r) {
-            for (std::int64_t c = 0; c < cn; ++c) out.store(t0 + r, c0 + c, block[r * kCols + c]);
-          }
-        }
-      });
-  Kokkos::fence();
+  for_each_item("mla_kokkos_project_latents", panels, [&](std::int64_t panel) {
+    const std::int64_t c0 = panel * kCols;
+    const std::int64_t cn = std::min<std::int64_t>(kCols, columns - c0);
+    // kv_b_proj^T for this panel, [depth][kCols] in fp32; missing columns 0.
+    std::vector<float> b(static_cast<std::size_t>(depth * kCols), 0.0f);
+    for (std::int64_t c = 0; c < cn; ++c) {
+      for (std::int64_t l = 0; l < depth; ++l) {
+        b[static_cast<std::size_t>(l * kCols + c)] = load_as_float(w.data, w.dtype, w.offset(c0 + c, l));
+      }
+    }
+    float block[kRows * kCols];
+    for (std::int64_t t0 = 0; t0 < padded_tokens; t0 += kRows) {
+      HotLoops<kIsa>::template micro_gemm<kRows, kCols>(
+          a.data() + t0 * depth, static_cast<int>(depth), 1, static_cast<const float*>(b.data()), kCols,
+          static_cast<int>(depth), static_cast<float*>(block), kCols, static_cast<const float*>(nullptr));
+      const std::int64_t rows = std::min<std::int64_t>(kRows, tokens - t0);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < cn; ++c) out.store(t0 + r, c0 + c, block[r * kCols + c]);
+      }
+    }
+  });
 }
 
 }  // namespace
