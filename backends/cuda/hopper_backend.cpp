@@ -20,6 +20,7 @@ constexpr gpu::FlashVendor hopper_vendor{
     cuda::gather_latents,
     cuda_flash::project_latents,
     cuda_flash::make_projector,
+    true,
 };
 
 }  // namespace

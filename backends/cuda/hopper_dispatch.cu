@@ -9,6 +9,7 @@
 
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
+#include "cuda_hip/split_merge_kernel.hpp"
 #include "hopper_config.hpp"
 #include "hopper_instances.hpp"
 #include "hopper_launch.hpp"
@@ -101,6 +102,16 @@ void launch_hopper_flash(Queue& queue, const FlashParams& params, DType dtype, c
     launch_for_dims<__nv_bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream, device);
   } else {
     launch_for_dims<__half>(params, kernel.head_dim_qk, kernel.head_dim_v, stream, device);
+  }
+  // Split-KV: the kernel wrote float32 partials per key range; fold them
+  // into out and lse (the shared merge of CUDA_FLASH and HIP_FLASH).
+  if (params.num_splits > 1) {
+    cuda::split_merge::merge_splits_with(
+        params, dtype, kernel.head_dim_v,
+        [stream](auto merge, const cuda::merge_kernel::MergeLaunch& how, const gpu::FlashParams& p, std::int64_t dim) {
+          merge<<<how.blocks, how.threads, 0, stream>>>(p, dim);
+          gpu::check_launch(how.name, how.context);
+        });
   }
 }
 

@@ -24,7 +24,9 @@
 //     sequence's end in a varlen batch.
 // Key tiles run from the last to the first, so the causal diagonal tiles
 // (masked) come first and the rest run without mask code; key tiles past a
-// query tile's causal end are never loaded. Boxes may read rows of the
+// query tile's causal end are never loaded. With split-KV (num_splits > 1)
+// each tile is one key range of a (query tile, head) pair, and the epilogue
+// writes float32 partials that the launcher's merge folds into out and lse. Boxes may read rows of the
 // neighbouring sequence: keys past seqlen_k are masked (never trusted) and
 // rows past seqlen_q are never stored.
 #pragma once
@@ -57,21 +59,28 @@ namespace sm90 = cuda_flash::sm90;
 namespace detail {
 
 // Tile t of the schedule: heads in groups of `group`; within a group the work
-// items in list order (heaviest first), each for every head of the group.
+// items in list order (heaviest first), each for every head of the group;
+// with split-KV, the `splits` key ranges of one (work item, head) are
+// neighbours.
 struct TileAssignment {
   int work = 0;
   int head = 0;
+  int split = 0;
 };
 
-__device__ inline TileAssignment assign(int t, int num_work, int group) {
+__device__ inline TileAssignment assign(int t, int num_work, int group, int splits) {
+  const int split = t % splits;
+  const int u = t / splits;
   const int per_group = num_work * group;
-  const int g = t / per_group;
-  const int r = t - g * per_group;
-  return {r / group, g * group + r % group};
+  const int g = u / per_group;
+  const int r = u - g * per_group;
+  return {r / group, g * group + r % group, split};
 }
 
-// One query tile of one head, as both roles see it (they must agree on every
-// bound, or the barrier phases drift apart).
+// One query tile of one head (and one key range of it under split-KV), as
+// both roles see it (they must agree on every bound, or the barrier phases
+// drift apart). The key tiles run from last_tile down, key_tiles of them,
+// the first masked_tiles of those with the mask.
 struct TileBounds {
   bool empty = true;  // past the end of its sequence: no loads, no output
   int q_start = 0;
@@ -80,11 +89,12 @@ struct TileBounds {
   int k_start = 0;
   int seqlen_k = 0;
   int key_tiles = 0;
-  int unmasked_tiles = 0;
+  int last_tile = -1;
+  int masked_tiles = 0;
 };
 
 template <bool Causal>
-__device__ inline TileBounds bounds(const FlashParams& p, int work, int block_cols) {
+__device__ inline TileBounds bounds(const FlashParams& p, int work, int split, int block_cols) {
   TileBounds b;
   const gpu::WorkItem item = gpu::work_item(p.work, p.tiles_per_seq, work);
   b.q_start = p.cu_seqlens_q[item.seq];
@@ -95,8 +105,13 @@ __device__ inline TileBounds bounds(const FlashParams& p, int work, int block_co
   b.k_start = p.cu_seqlens_k[item.seq];
   b.seqlen_k = p.cu_seqlens_k[item.seq + 1] - b.k_start;
   const gpu::TileShape tile{block_rows, block_cols};
-  b.key_tiles = gpu::key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
-  b.unmasked_tiles = gpu::unmasked_key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
+  const int unmasked = gpu::unmasked_key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
+  const gpu::KeyTileRange range =
+      gpu::split_key_tiles(gpu::key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile), split, p.num_splits);
+  b.key_tiles = range.end - range.begin;
+  b.last_tile = range.end - 1;
+  const int masked = range.end - (range.begin > unmasked ? range.begin : unmasked);
+  b.masked_tiles = masked > 0 ? masked : 0;
   return b;
 }
 
@@ -218,6 +233,12 @@ __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max
   }
 }
 
+// Two floats stored as one 8-byte access (a split's partial output).
+struct alignas(8) FloatPair {
+  float lo;
+  float hi;
+};
+
 template <int HeadDimV>
 __device__ inline void rescale_o(float (&o)[HeadDimV / 2], const float (&rescale)[2]) {
 #pragma unroll
@@ -324,8 +345,8 @@ __global__ void __launch_bounds__(block_threads, 1)
           sm90::mbarrier_arrive(q_full);
           break;
         }
-        const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group);
-        const detail::TileBounds b = detail::bounds<Causal>(p, a.work, block_cols);
+        const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group, p.num_splits);
+        const detail::TileBounds b = detail::bounds<Causal>(p, a.work, a.split, block_cols);
         if (b.empty) continue;
         sm90::mbarrier_wait_parity(q_empty, q_phase ^ 1u);
         *tile_slot = t;
@@ -338,8 +359,8 @@ __global__ void __launch_bounds__(block_threads, 1)
         q_phase ^= 1u;
         // In the order the consumers need them: K_0, then K_i before V_{i-1}
         // (their step i reads K_i, then V_{i-1}), then the last V. Key tile i
-        // starts at key (key_tiles - 1 - i) * block_cols.
-        const auto key_of = [&](int i) { return b.k_start + (b.key_tiles - 1 - i) * block_cols; };
+        // starts at key (last_tile - i) * block_cols.
+        const auto key_of = [&](int i) { return b.k_start + (b.last_tile - i) * block_cols; };
         for (int i = 0; i < b.key_tiles; ++i) {
           load(it + i, key_of(i), a.head, true);
           if (i > 0) load(it + i - 1, key_of(i - 1), a.head, false);
@@ -386,8 +407,8 @@ __global__ void __launch_bounds__(block_threads, 1)
     sm90::mbarrier_wait_parity(q_full, q_phase);
     t = *tile_slot;
     if (t < 0) break;
-    const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group);
-    const detail::TileBounds b = detail::bounds<Causal>(p, a.work, block_cols);
+    const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group, p.num_splits);
+    const detail::TileBounds b = detail::bounds<Causal>(p, a.work, a.split, block_cols);
     float o[HeadDimV / 2];
 #pragma unroll
     for (int i = 0; i < HeadDimV / 2; ++i) o[i] = 0.0f;
@@ -403,7 +424,7 @@ __global__ void __launch_bounds__(block_threads, 1)
       //   issue S_i = Q K_i^T; issue O += P_{i-1} V_{i-1}; wait for S_i;
       //   release K_i; softmax(S_i); wait for the P V; release V_{i-1};
       //   rescale O.
-      const int masked_tiles = b.key_tiles - b.unmasked_tiles;
+      const int masked_tiles = b.masked_tiles;
       float s[block_cols / 2];
       std::uint32_t p_frag[block_cols / 16][4];
       float rescale[2];
@@ -418,10 +439,10 @@ __global__ void __launch_bounds__(block_threads, 1)
       sm90::wgmma_fence_operand(s);
       sm90::mbarrier_arrive(k_empty(prev_stage));
       if (masked_tiles > 0) {
-        detail::online_softmax<true, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.key_tiles - 1, key_end,
+        detail::online_softmax<true, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.last_tile, key_end,
                                                  quad_col);
       } else {
-        detail::online_softmax<false, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.key_tiles - 1, key_end,
+        detail::online_softmax<false, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.last_tile, key_end,
                                                   quad_col);
       }
       detail::pack_p<T, block_cols>(p_frag, s);
@@ -441,7 +462,7 @@ __global__ void __launch_bounds__(block_threads, 1)
         // The wgmmas that read K_i have completed: the producer may refill its slot.
         sm90::mbarrier_arrive(k_empty(stage));
         detail::online_softmax<decltype(masked)::value, block_cols>(s, row_max, row_sum, rescale, p.scale_log2,
-                                                                    b.key_tiles - 1 - i, key_end, quad_col);
+                                                                    b.last_tile - i, key_end, quad_col);
         sm90::wgmma_wait_group<0>();
         sm90::wgmma_fence_operand(o);
         // The wgmmas that read V_{i-1} have completed: the producer may refill its slot.
@@ -481,6 +502,21 @@ __global__ void __launch_bounds__(block_threads, 1)
       const int row = b.row0 + thread_row + 8 * r;  // within the sequence
       if (row >= b.seqlen_q) continue;
       const std::int64_t token = static_cast<std::int64_t>(b.q_start) + row;
+      if (p.num_splits > 1) {
+        // Split-KV: this key range's normalised output and LSE in float32, for the merge.
+        float* partial =
+            p.partial_out + ((static_cast<std::int64_t>(a.split) * p.q_tokens + token) * p.num_heads + a.head) *
+                                static_cast<std::int64_t>(HeadDimV);
+#pragma unroll
+        for (int n = 0; n < HeadDimV / 8; ++n) {
+          *reinterpret_cast<detail::FloatPair*>(partial + n * 8 + quad_col) =
+              detail::FloatPair{o[4 * n + 2 * r] * factor, o[4 * n + 2 * r + 1] * factor};
+        }
+        if (lane % 4 == 0) {
+          p.partial_lse[(static_cast<std::int64_t>(a.split) * p.num_heads + a.head) * p.q_tokens + token] = lse;
+        }
+        continue;
+      }
       const std::int64_t out_offset = token * p.out_row_stride + static_cast<std::int64_t>(a.head) * p.out_head_stride;
 #pragma unroll
       for (int n = 0; n < HeadDimV / 8; ++n) {

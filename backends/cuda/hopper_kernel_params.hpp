@@ -5,7 +5,7 @@
 namespace mla::hopper_flash {
 
 struct HopperSchedule {
-  int total_tiles = 0;  // (query tile, head) pairs: num_work * num_heads
+  int total_tiles = 0;  // (query tile, head, key split) triples: num_work * num_heads * num_splits
   int head_group = 1;   // heads per L2 group, a divisor of num_heads
   // Zero at launch, this launch's own: each block takes tile blockIdx.x
   // first, then gridDim.x + atomicAdd(tile_counter, 1) whenever its producer

@@ -45,7 +45,8 @@ inline bool pingpong_setting() {
 inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multiprocessors, int max_group,
                                       const std::string& kernel) {
   PersistentGrid grid;
-  const std::int64_t tiles = static_cast<std::int64_t>(params.num_work) * params.num_heads;
+  const std::int64_t tiles =
+      static_cast<std::int64_t>(params.num_work) * params.num_heads * std::max(params.num_splits, 1);
   if (tiles == 0) return grid;
   if (tiles > INT_MAX / 2) {
     raise(ErrorCategory::invalid_argument,

@@ -86,6 +86,7 @@ gpu::KernelChoice hopper_choice(const gpu::KernelRequest& request) {
 
 void hopper_launch(Queue&, const FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
   launch_hopper_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v);
+  if (params.num_splits > 1) merge_splits_emulated(params, dtype, kernel.head_dim_v);
 }
 
 void merge(Queue&, const MergeArgs& args) { merge_attn_states_emulated(args); }
@@ -101,7 +102,7 @@ void project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, con
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor hopper_vendor{
-    "HOPPER_FLASH (emulated)", DeviceBackend::host, hopper_choice, hopper_launch, merge, gather, project, nullptr,
+    "HOPPER_FLASH (emulated)", DeviceBackend::host, hopper_choice, hopper_launch, merge, gather, project, nullptr, true,
 };
 
 }  // namespace
