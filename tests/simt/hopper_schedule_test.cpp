@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -59,28 +60,36 @@ TEST(HopperSchedule, HeadGroupsAreSizedFromTheL2) {
   EXPECT_EQ(head_group(128, l2_max_head_group(h200_l2, 8192, 192, 128)), 4);
 }
 
-TEST(HopperSchedule, EveryTileOfEveryHeadExactlyOnce) {
+TEST(HopperSchedule, EveryTileOfEveryHeadAndKeyRangeExactlyOnce) {
   for (const auto& [work, heads] : std::vector<std::pair<int, int>>{{1, 1}, {7, 3}, {5, 128}, {33, 24}, {2, 17}}) {
-    gpu::FlashParams params;
-    params.num_work = work;
-    params.num_heads = heads;
-    for (int sms : {1, 3, 132}) {
-      for (int max_group : {1, 4, default_max_head_group}) {
-        const PersistentGrid grid = persistent_grid(params, sms, max_group, "test");
-        ASSERT_EQ(grid.schedule.total_tiles, work * heads);
-        EXPECT_EQ(grid.blocks, std::min(work * heads, sms));
-        std::set<std::pair<int, int>> seen;
-        for (int block = 0; block < grid.blocks; ++block) {
-          for (int t = block; t < grid.schedule.total_tiles; t += grid.blocks) {
-            const detail::TileAssignment a = detail::assign(t, work, grid.schedule.head_group);
-            ASSERT_GE(a.work, 0);
-            ASSERT_LT(a.work, work);
-            ASSERT_GE(a.head, 0);
-            ASSERT_LT(a.head, heads);
-            EXPECT_TRUE(seen.insert({a.work, a.head}).second) << "tile " << t << " repeats";
+    for (const int splits : {1, 3}) {
+      gpu::FlashParams params;
+      params.num_work = work;
+      params.num_heads = heads;
+      params.num_splits = splits;
+      for (int sms : {1, 3, 132}) {
+        for (int max_group : {1, 4, default_max_head_group}) {
+          const PersistentGrid grid = persistent_grid(params, sms, max_group, "test");
+          const int tiles = work * heads * splits;
+          ASSERT_EQ(grid.schedule.total_tiles, tiles);
+          EXPECT_EQ(grid.blocks, std::min(tiles, sms));
+          std::set<std::tuple<int, int, int>> seen;
+          for (int block = 0; block < grid.blocks; ++block) {
+            for (int t = block; t < grid.schedule.total_tiles; t += grid.blocks) {
+              const detail::TileAssignment a = detail::assign(t, work, grid.schedule.head_group, splits);
+              ASSERT_GE(a.work, 0);
+              ASSERT_LT(a.work, work);
+              ASSERT_GE(a.head, 0);
+              ASSERT_LT(a.head, heads);
+              ASSERT_GE(a.split, 0);
+              ASSERT_LT(a.split, splits);
+              // The key ranges of one (work item, head) are neighbours.
+              EXPECT_EQ(a.split, t % splits);
+              EXPECT_TRUE(seen.insert({a.work, a.head, a.split}).second) << "tile " << t << " repeats";
+            }
           }
+          EXPECT_EQ(seen.size(), static_cast<std::size_t>(tiles));
         }
-        EXPECT_EQ(seen.size(), static_cast<std::size_t>(work * heads));
       }
     }
   }
@@ -97,17 +106,33 @@ TEST(HopperSchedule, BoundsOfCausalTilesSkipFullyMaskedKeys) {
   p.tiles_per_seq = 3;
   p.num_work = 3;
   // Without a work list index 0 is the last (heaviest) query tile.
-  const detail::TileBounds last = detail::bounds<true>(p, 0, 128);
+  const detail::TileBounds last = detail::bounds<true>(p, 0, 0, 128);
   EXPECT_FALSE(last.empty);
   EXPECT_EQ(last.row0, 256);
-  EXPECT_EQ(last.key_tiles, 4);       // keys 0..499
-  EXPECT_EQ(last.unmasked_tiles, 3);  // row 256 sees keys 0..456
-  const detail::TileBounds first = detail::bounds<true>(p, 2, 128);
+  EXPECT_EQ(last.key_tiles, 4);     // keys 0..499
+  EXPECT_EQ(last.last_tile, 3);     // run from the last key tile down
+  EXPECT_EQ(last.masked_tiles, 1);  // row 256 sees keys 0..456: tiles 0..2 need no mask
+  const detail::TileBounds first = detail::bounds<true>(p, 2, 0, 128);
   EXPECT_EQ(first.row0, 0);
   EXPECT_EQ(first.key_tiles, 3);  // row 127 sees keys 0..327: the tile of keys 384.. is never loaded
-  EXPECT_EQ(first.unmasked_tiles, 1);
+  EXPECT_EQ(first.masked_tiles, 2);
+  // Split-KV into 3 ranges of the last query tile's 4 key tiles: [0, 2), [2, 4), [4, 4).
+  p.num_splits = 3;
+  const detail::TileBounds low = detail::bounds<true>(p, 0, 0, 128);
+  EXPECT_EQ(low.key_tiles, 2);
+  EXPECT_EQ(low.last_tile, 1);
+  EXPECT_EQ(low.masked_tiles, 0);
+  const detail::TileBounds high = detail::bounds<true>(p, 0, 1, 128);
+  EXPECT_EQ(high.key_tiles, 2);
+  EXPECT_EQ(high.last_tile, 3);
+  EXPECT_EQ(high.masked_tiles, 1);  // tile 3 masked, tile 2 not
+  const detail::TileBounds none = detail::bounds<true>(p, 0, 2, 128);
+  EXPECT_FALSE(none.empty);  // still writes its partial: O = 0, LSE = -inf
+  EXPECT_EQ(none.key_tiles, 0);
+  EXPECT_EQ(none.masked_tiles, 0);
+  p.num_splits = 1;
   p.tiles_per_seq = 4;  // a tile past the sequence's end: no loads, no output
-  EXPECT_TRUE(detail::bounds<true>(p, 0, 128).empty);
+  EXPECT_TRUE(detail::bounds<true>(p, 0, 0, 128).empty);
 }
 
 TEST(HopperMaps, ThreeDimensionalBoxesOf64ElementsSwizzled128) {
