@@ -5,12 +5,10 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
-#include <string>
 
 #include "cuda/hopper_config.hpp"
+#include "cuda_hip/env_setting.hpp"
 #include "cuda_hip/flash_params.hpp"
-#include "mla/error.hpp"
 
 namespace mla::cuda_flash {
 
@@ -18,17 +16,7 @@ namespace mla::cuda_flash {
 // sizing the groups from the L2 (n at least the head count: the plain order,
 // every head of a work item before the next); a tuning knob for benchmarks.
 // Unset or empty: 0. Raises Error(invalid_argument) for anything else.
-inline int head_group_override() {
-  const char* value = std::getenv("MLA_CUDA_HEAD_GROUP");
-  if (value == nullptr || *value == '\0') return 0;
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  if (*end != '\0' || n < 1 || n > 1024) {
-    raise(ErrorCategory::invalid_argument,
-          std::string("MLA_CUDA_HEAD_GROUP must be a whole number from 1 to 1024; got '") + value + "'");
-  }
-  return static_cast<int>(n);
-}
+inline int head_group_override() { return gpu::whole_number_setting("MLA_CUDA_HEAD_GROUP", 1024); }
 
 // A divisor of params.num_heads; `l2_bytes` 0 (unknown) caps groups at
 // HOPPER_FLASH's default.

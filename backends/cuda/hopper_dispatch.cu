@@ -2,11 +2,11 @@
 // one branch per shape of cuda_hip/flash_shapes.def.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "cuda_hip/env_setting.hpp"
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 #include "cuda_hip/split_merge_kernel.hpp"
@@ -41,17 +41,7 @@ void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v,
 
 // MLA_HOPPER_HEAD_GROUP=n caps the heads per L2 group at n instead of sizing
 // the groups from the L2: a tuning knob for benchmarks. Unset or empty: 0.
-int head_group_override() {
-  const char* value = std::getenv("MLA_HOPPER_HEAD_GROUP");
-  if (value == nullptr || *value == '\0') return 0;
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  if (*end != '\0' || n < 1 || n > 1024) {
-    raise(ErrorCategory::invalid_argument,
-          std::string("MLA_HOPPER_HEAD_GROUP must be a whole number from 1 to 1024; got '") + value + "'");
-  }
-  return static_cast<int>(n);
-}
+int head_group_override() { return gpu::whole_number_setting("MLA_HOPPER_HEAD_GROUP", 1024); }
 
 // The pool the launches' tile counters come from, one per device, made on
 // first use and kept for the process. Not the device's default pool: that

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
+#include "env_setting.hpp"
 #include "mla/error.hpp"
 
 namespace mla::gpu {
@@ -61,16 +61,6 @@ SplitChoice choose_kv_splits(const SplitRequest& r) {
   return choice;
 }
 
-int forced_kv_splits(int max_splits) {
-  const char* value = std::getenv("MLA_KV_SPLITS");
-  if (value == nullptr || *value == '\0') return 0;
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  if (*end != '\0' || n < 1 || n > max_splits) {
-    raise(ErrorCategory::invalid_argument,
-          "MLA_KV_SPLITS must be a whole number from 1 to " + std::to_string(max_splits) + "; got '" + value + "'");
-  }
-  return static_cast<int>(n);
-}
+int forced_kv_splits(int max_splits) { return whole_number_setting("MLA_KV_SPLITS", max_splits); }
 
 }  // namespace mla::gpu
