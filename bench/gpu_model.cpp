@@ -76,12 +76,19 @@ Aligned<std::uint16_t> random_bf16(std::size_t count, std::mt19937& rng) {
   return bits;
 }
 
-// Runs `entry`'s backend on one causal sequence; false when the build lacks it.
-bool run_attention(const BackendEntry& entry, const Options& options, std::mt19937& rng) {
+// DeepSeek-V3's head dims in bf16 at the options' head count.
+BackendParams model_params(const Options& options) {
   BackendParams params;
   params.num_heads = options.heads;
   params.dims = {128, 64, 128};
   params.dtype = DType::bfloat16;
+  params.kv_lora_rank = latent_rank;
+  return params;
+}
+
+// Runs `entry`'s backend on one causal sequence; false when the build lacks it.
+bool run_attention(const BackendEntry& entry, const Options& options, std::mt19937& rng) {
+  const BackendParams params = model_params(options);
   if (entry.description.availability) {
     const Availability availability = entry.description.availability();
     if (!availability.available) {
@@ -104,12 +111,7 @@ bool run_attention(const BackendEntry& entry, const Options& options, std::mt199
 }
 
 void run_projection(const BackendEntry& entry, const Options& options, std::mt19937& rng) {
-  BackendParams params;
-  params.num_heads = options.heads;
-  params.dims = {128, 64, 128};
-  params.dtype = DType::bfloat16;
-  params.kv_lora_rank = latent_rank;
-  auto backend = entry.factory(params);
+  auto backend = entry.factory(model_params(options));
   const std::int64_t t = options.tokens;
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   Aligned<float> latents(static_cast<std::size_t>(t * latent_rank));
