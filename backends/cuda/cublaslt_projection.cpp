@@ -13,15 +13,20 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda_hip/env_setting.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 #include "projection.hpp"
 
 namespace mla::cuda_flash {
 namespace {
 
-// Tokens per pass: the scratch holds this many rows of latents, and the
-// algorithm is chosen for this count and used for every count.
-constexpr std::int64_t chunk_tokens = 4096;
+// Tokens per pass unless MLA_CUBLASLT_PASS_TOKENS says otherwise: the
+// scratch holds this many rows of latents, and the algorithm is chosen for
+// this count and used for every count.
+constexpr int default_pass_tokens = 4096;
+// cuBLASLt workspace in MiB unless MLA_CUBLASLT_WORKSPACE_MIB says otherwise
+// (0: none). Algorithms that would split K are refused whatever it offers.
+constexpr int default_workspace_mib = 0;
 // Heuristic answers asked for; the first one without split-K is taken.
 constexpr int heuristic_candidates = 8;
 // Shapes and layouts remembered per backend; a step uses one or two.
@@ -95,6 +100,7 @@ struct ShapeKey {
 struct Gemm {
   Layout a, b, c;  // c serves as C and D
   cublasLtMatmulAlgo_t algo{};
+  std::size_t workspace = 0;  // bytes the algorithm needs
 };
 
 struct Plan {
@@ -118,7 +124,10 @@ using EventPtr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDelete
 struct CublasLtProjection::State {
   int device = -1;
   Handle handle;
-  UsmBuffer scratch;  // [chunk_tokens, L] latents in the compute dtype
+  // Read with the handle, kept for the backend's life.
+  std::int64_t pass_tokens = default_pass_tokens;
+  std::size_t workspace_bytes = 0;
+  UsmBuffer scratch;  // [pass_tokens, L] latents in the compute dtype, then the workspace
   std::vector<std::unique_ptr<Plan>> plans;
   // Recorded after the last call's GEMMs on last_stream (unless that call
   // was captured into a graph, whose launches the caller orders): a call on
@@ -130,10 +139,15 @@ struct CublasLtProjection::State {
 
 namespace {
 
-// The first heuristic answer that runs without split-K (no workspace is
-// offered); nullopt when there is none.
-std::optional<cublasLtMatmulAlgo_t> choose_algorithm(cublasLtHandle_t handle, const Plan& plan, const Gemm& gemm,
-                                                     int index, std::string_view context) {
+struct Choice {
+  cublasLtMatmulAlgo_t algo;
+  std::size_t workspace;
+};
+
+// The first heuristic answer that runs without split-K within `workspace`
+// bytes; nullopt when there is none.
+std::optional<Choice> choose_algorithm(cublasLtHandle_t handle, const Plan& plan, const Gemm& gemm, int index,
+                                       std::size_t workspace, std::string_view context) {
   cublasLtMatmulPreference_t raw = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&raw), "cublasLtMatmulPreferenceCreate", context);
   const Preference preference(raw);
@@ -142,7 +156,7 @@ std::optional<cublasLtMatmulAlgo_t> choose_algorithm(cublasLtHandle_t handle, co
              "cublasLtMatmulPreferenceSetAttribute", context);
   };
   const auto idx = static_cast<std::size_t>(index);
-  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t{0});
+  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(workspace));
   set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
   set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, plan.key.weight_alignment[idx]);
   set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -157,18 +171,19 @@ std::optional<cublasLtMatmulAlgo_t> choose_algorithm(cublasLtHandle_t handle, co
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) check_lt(status, "cublasLtMatmulAlgoGetHeuristic", context);
   for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i) {
     const cublasLtMatmulHeuristicResult_t& result = results[static_cast<std::size_t>(i)];
-    if (result.state != CUBLAS_STATUS_SUCCESS || result.workspaceSize != 0) continue;
+    if (result.state != CUBLAS_STATUS_SUCCESS || result.workspaceSize > workspace) continue;
     std::uint32_t split_k = 1;
     std::size_t written = 0;
     check_lt(cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k,
                                                   sizeof split_k, &written),
              "cublasLtMatmulAlgoConfigGetAttribute", context);
-    if (split_k <= 1) return result.algo;
+    if (split_k <= 1) return Choice{result.algo, result.workspaceSize};
   }
   return std::nullopt;
 }
 
-std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, std::string_view context) {
+std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, std::int64_t pass_tokens,
+                                std::size_t workspace, std::string_view context) {
   auto plan = std::make_unique<Plan>();
   plan->key = key;
   cublasLtMatmulDesc_t raw = nullptr;
@@ -186,17 +201,18 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, st
     Gemm& gemm = plan->gemms[i];
     gemm.a = make_layout(type, key.latent, static_cast<std::uint64_t>(key.rows[i]), key.weight_ld, key.heads,
                          key.per_head * key.weight_ld, context);
-    const auto tokens = static_cast<std::uint64_t>(chunk_tokens);
+    const auto tokens = static_cast<std::uint64_t>(pass_tokens);
     gemm.b = make_layout(type, key.latent, tokens, key.latent, key.heads, 0, context);
     gemm.c = make_layout(type, key.rows[i], tokens, key.out_ld[i], key.heads, key.out_head_stride[i], context);
-    const std::optional<cublasLtMatmulAlgo_t> algo =
-        choose_algorithm(handle, *plan, gemm, static_cast<int>(i), context);
-    if (!algo) {
-      plan->refusal = std::string("cuBLASLt has no algorithm without workspace and split-K for the ") +
-                      (i == 0 ? "keys'" : "values'") + " GEMM (" + std::string(context) + ")";
+    const std::optional<Choice> choice = choose_algorithm(handle, *plan, gemm, static_cast<int>(i), workspace, context);
+    if (!choice) {
+      plan->refusal = "cuBLASLt has no algorithm without split-K within " + std::to_string(workspace) +
+                      " bytes of workspace for the " + (i == 0 ? "keys'" : "values'") + " GEMM (" +
+                      std::string(context) + ")";
       return plan;
     }
-    gemm.algo = *algo;
+    gemm.algo = choice->algo;
+    gemm.workspace = choice->workspace;
   }
   return plan;
 }
@@ -216,6 +232,9 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   State& s = *state_;
   if (!s.handle || s.device != queue.device_index()) {
     s = State{};
+    s.pass_tokens = gpu::whole_number_setting("MLA_CUBLASLT_PASS_TOKENS", 256, 1 << 16, default_pass_tokens);
+    const int mib = gpu::whole_number_setting("MLA_CUBLASLT_WORKSPACE_MIB", 0, 1024, default_workspace_mib);
+    s.workspace_bytes = static_cast<std::size_t>(mib) << 20;
     cublasLtHandle_t raw = nullptr;
     check_lt(cublasLtCreate(&raw), "cublasLtCreate", context);
     s.handle.reset(raw);
@@ -261,13 +280,16 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   }
   if (plan == nullptr) {
     if (s.plans.size() == max_plans) s.plans.erase(s.plans.begin());
-    s.plans.push_back(make_plan(s.handle.get(), key, context));
+    s.plans.push_back(make_plan(s.handle.get(), key, s.pass_tokens, s.workspace_bytes, context));
     plan = s.plans.back().get();
   }
   if (!plan->refusal.empty()) raise(ErrorCategory::not_supported, plan->refusal);
   // One allocation in the backend's life (per device and latent width):
-  // every call runs in passes of at most chunk_tokens tokens.
-  const auto scratch_bytes = static_cast<std::size_t>(chunk_tokens * latent) * dtype_size(k.dtype);
+  // every call runs in passes of at most pass_tokens tokens. The workspace
+  // follows the latents at a 256-byte boundary.
+  const std::size_t latent_bytes =
+      (static_cast<std::size_t>(s.pass_tokens * latent) * dtype_size(k.dtype) + 255) / 256 * 256;
+  const std::size_t scratch_bytes = latent_bytes + s.workspace_bytes;
   if (s.scratch.bytes() < scratch_bytes) {
     // Work in flight on another stream may still read the old scratch; the
     // free waits for it (cudaFree synchronises).
@@ -276,8 +298,9 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   }
 
   const float alpha = 1.0f, beta = 0.0f;
-  for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) {
-    const std::int64_t n = std::min(chunk_tokens, tokens - t0);
+  std::byte* workspace = static_cast<std::byte*>(s.scratch.get()) + latent_bytes;
+  for (std::int64_t t0 = 0; t0 < tokens; t0 += s.pass_tokens) {
+    const std::int64_t n = std::min(s.pass_tokens, tokens - t0);
     TensorView part = latents;
     part.data = static_cast<float*>(latents.data) + t0 * latents.stride[0];
     part.shape[0] = n;
@@ -288,10 +311,10 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
       set_layout(gemm.c, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(n), context);
       void* out =
           static_cast<std::byte*>(operands[i].out) + static_cast<std::uint64_t>(t0 * operands[i].out_ld) * element;
-      check_lt(
-          cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(), s.scratch.get(),
-                         gemm.b.get(), &beta, out, gemm.c.get(), out, gemm.c.get(), &gemm.algo, nullptr, 0, stream),
-          i == 0 ? "cublasLtMatmul (keys)" : "cublasLtMatmul (values)", context);
+      check_lt(cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(),
+                              s.scratch.get(), gemm.b.get(), &beta, out, gemm.c.get(), out, gemm.c.get(), &gemm.algo,
+                              gemm.workspace != 0 ? workspace : nullptr, gemm.workspace, stream),
+               i == 0 ? "cublasLtMatmul (keys)" : "cublasLtMatmul (values)", context);
     }
   }
   s.last_use_recorded = !capturing;

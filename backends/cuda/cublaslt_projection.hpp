@@ -16,16 +16,19 @@
 // Chosen once and kept (per device, per shape and layout, not per token
 // count): the cuBLASLt handle, the matmul descriptors and one algorithm from
 // cublasLtMatmulAlgoGetHeuristic. The algorithm is asked for a fixed token
-// count and reused for every count, without workspace and without split-K,
-// so a token's keys and values are one fp32 sum over the latent index in the
-// same order however many tokens share the call (docs/contract.md §6).
+// count and reused for every count, without split-K (a workspace only when
+// one is lent, below), so a token's keys and values are one fp32 sum over the
+// latent index in the same order however many tokens share the call
+// (docs/contract.md §6).
 //
-// Memory: a call runs in passes of at most 4096 tokens through one scratch
-// of 4096 x L elements of the compute dtype (4 MiB for L = 512), owned here
-// and allocated on the queue by the first call (again only for a wider L or
-// another device). No cuBLASLt workspace. Capturing a step in a CUDA graph
-// therefore needs one projection on the backend before the capture, which
-// also creates the handle and chooses the algorithm.
+// Memory: a call runs in passes of at most 4096 tokens (MLA_CUBLASLT_PASS_TOKENS)
+// through one scratch of that many rows of L elements of the compute dtype
+// (4 MiB for L = 512), followed by the cuBLASLt workspace
+// (MLA_CUBLASLT_WORKSPACE_MIB, default none), owned here and allocated on
+// the queue by the first call (again only for a wider L or another device).
+// Both variables are read with the first call. Capturing a step in a CUDA
+// graph therefore needs one projection on the backend before the capture,
+// which also creates the handle and chooses the algorithm.
 #pragma once
 
 #include <memory>
