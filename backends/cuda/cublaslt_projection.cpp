@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -15,6 +14,7 @@
 
 #include "cuda_hip/env_setting.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
+#include "mla/config.hpp"
 #include "projection.hpp"
 
 namespace mla::cuda_flash {
@@ -23,12 +23,16 @@ namespace {
 // Tokens per pass unless MLA_CUBLASLT_PASS_TOKENS says otherwise: the
 // scratch holds this many rows of latents, and the algorithm is chosen for
 // this count and used for every count.
-constexpr int default_pass_tokens = 4096;
+constexpr int default_pass_tokens = 16384;
 // cuBLASLt workspace in MiB unless MLA_CUBLASLT_WORKSPACE_MIB says otherwise
 // (0: none). Algorithms that would split K are refused whatever it offers.
 constexpr int default_workspace_mib = 0;
-// Heuristic answers asked for; the first one without split-K is taken.
+// Heuristic answers asked for; those without split-K are the candidates.
 constexpr int heuristic_candidates = 8;
+// A pass of at least this many tokens (or a whole pass) times the candidates.
+constexpr std::int64_t tuning_tokens = 4096;
+// Timed runs per candidate.
+constexpr int tuning_runs = 3;
 // Shapes and layouts remembered per backend; a step uses one or two.
 constexpr std::size_t max_plans = 16;
 
@@ -97,16 +101,23 @@ struct ShapeKey {
   bool operator==(const ShapeKey&) const = default;
 };
 
+struct Choice {
+  cublasLtMatmulAlgo_t algo;
+  std::size_t workspace;  // bytes the algorithm needs
+};
+
 struct Gemm {
   Layout a, b, c;  // c serves as C and D
-  cublasLtMatmulAlgo_t algo{};
-  std::size_t workspace = 0;  // bytes the algorithm needs
+  // The heuristic's answers without split-K, in its order; `chosen` runs.
+  std::vector<Choice> candidates;
+  std::size_t chosen = 0;
 };
 
 struct Plan {
   ShapeKey key;
   MatmulDesc desc;
   std::array<Gemm, 2> gemms;  // keys, values
+  bool tuned = false;         // the candidates were timed
   // Why cuBLASLt has no algorithm for the shape (empty: it has): kept, so
   // that every later call is refused at once with the same message.
   std::string refusal;
@@ -139,15 +150,10 @@ struct CublasLtProjection::State {
 
 namespace {
 
-struct Choice {
-  cublasLtMatmulAlgo_t algo;
-  std::size_t workspace;
-};
-
-// The first heuristic answer that runs without split-K within `workspace`
-// bytes; nullopt when there is none.
-std::optional<Choice> choose_algorithm(cublasLtHandle_t handle, const Plan& plan, const Gemm& gemm, int index,
-                                       std::size_t workspace, std::string_view context) {
+// The heuristic's answers that run without split-K within `workspace`
+// bytes, in its order; empty when there is none.
+std::vector<Choice> candidates(cublasLtHandle_t handle, const Plan& plan, const Gemm& gemm, int index,
+                               std::size_t workspace, std::string_view context) {
   cublasLtMatmulPreference_t raw = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&raw), "cublasLtMatmulPreferenceCreate", context);
   const Preference preference(raw);
@@ -169,6 +175,7 @@ std::optional<Choice> choose_algorithm(cublasLtHandle_t handle, const Plan& plan
       cublasLtMatmulAlgoGetHeuristic(handle, plan.desc.get(), gemm.a.get(), gemm.b.get(), gemm.c.get(), gemm.c.get(),
                                      preference.get(), heuristic_candidates, results.data(), &found);
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) check_lt(status, "cublasLtMatmulAlgoGetHeuristic", context);
+  std::vector<Choice> usable;
   for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i) {
     const cublasLtMatmulHeuristicResult_t& result = results[static_cast<std::size_t>(i)];
     if (result.state != CUBLAS_STATUS_SUCCESS || result.workspaceSize > workspace) continue;
@@ -177,9 +184,9 @@ std::optional<Choice> choose_algorithm(cublasLtHandle_t handle, const Plan& plan
     check_lt(cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k,
                                                   sizeof split_k, &written),
              "cublasLtMatmulAlgoConfigGetAttribute", context);
-    if (split_k <= 1) return Choice{result.algo, result.workspaceSize};
+    if (split_k <= 1) usable.push_back({result.algo, result.workspaceSize});
   }
-  return std::nullopt;
+  return usable;
 }
 
 std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, std::int64_t pass_tokens,
@@ -204,15 +211,13 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, st
     const auto tokens = static_cast<std::uint64_t>(pass_tokens);
     gemm.b = make_layout(type, key.latent, tokens, key.latent, key.heads, 0, context);
     gemm.c = make_layout(type, key.rows[i], tokens, key.out_ld[i], key.heads, key.out_head_stride[i], context);
-    const std::optional<Choice> choice = choose_algorithm(handle, *plan, gemm, static_cast<int>(i), workspace, context);
-    if (!choice) {
+    gemm.candidates = candidates(handle, *plan, gemm, static_cast<int>(i), workspace, context);
+    if (gemm.candidates.empty()) {
       plan->refusal = "cuBLASLt has no algorithm without split-K within " + std::to_string(workspace) +
                       " bytes of workspace for the " + (i == 0 ? "keys'" : "values'") + " GEMM (" +
                       std::string(context) + ")";
       return plan;
     }
-    gemm.algo = choice->algo;
-    gemm.workspace = choice->workspace;
   }
   return plan;
 }
@@ -289,7 +294,7 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   // follows the latents at a 256-byte boundary.
   const std::size_t latent_bytes =
       (static_cast<std::size_t>(s.pass_tokens * latent) * dtype_size(k.dtype) + 255) / 256 * 256;
-  const std::size_t scratch_bytes = latent_bytes + s.workspace_bytes;
+  const std::size_t scratch_bytes = latent_bytes + s.workspace_bytes + heuristic_candidates * sizeof(std::uint64_t);
   if (s.scratch.bytes() < scratch_bytes) {
     // Work in flight on another stream may still read the old scratch; the
     // free waits for it (cudaFree synchronises).
@@ -299,23 +304,78 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
 
   const float alpha = 1.0f, beta = 0.0f;
   std::byte* workspace = static_cast<std::byte*>(s.scratch.get()) + latent_bytes;
+  auto* fingerprints = reinterpret_cast<std::uint64_t*>(workspace + s.workspace_bytes);
+  // GEMM i of a pass of n tokens from t0 with one candidate.
+  const auto matmul = [&](std::size_t i, const Choice& choice, std::int64_t t0) {
+    Gemm& gemm = plan->gemms[i];
+    void* out =
+        static_cast<std::byte*>(operands[i].out) + static_cast<std::uint64_t>(t0 * operands[i].out_ld) * element;
+    return cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(), s.scratch.get(),
+                          gemm.b.get(), &beta, out, gemm.c.get(), out, gemm.c.get(), &choice.algo,
+                          choice.workspace != 0 ? workspace : nullptr, choice.workspace, stream);
+  };
+  // Times every candidate of GEMM i on the pass and keeps the fastest of
+  // those whose output has the first candidate's bits: the first is the
+  // heuristic's answer, which the shape, device and cuBLASLt alone decide, so
+  // the timing never changes a result (docs/contract.md §6).
+  const auto tune = [&](std::size_t i, std::int64_t t0, std::int64_t n) {
+    Gemm& gemm = plan->gemms[i];
+    TensorView out = i == 0 ? k : v;
+    out.data = static_cast<std::byte*>(out.data) + static_cast<std::uint64_t>(t0 * out.stride[0]) * element;
+    out.shape[0] = n;
+    out.shape[2] = operands[i].rows;
+    cudaEvent_t raw_start = nullptr, raw_end = nullptr;
+    gpu::check(cudaEventCreate(&raw_start), "EventCreate", context);
+    const EventPtr start(raw_start);
+    gpu::check(cudaEventCreate(&raw_end), "EventCreate", context);
+    const EventPtr end(raw_end);
+    const std::size_t count = gemm.candidates.size();
+    std::vector<float> ms(count, -1.0f);
+    for (std::size_t c = 0; c < count; ++c) {
+      const cublasStatus_t status = matmul(i, gemm.candidates[c], t0);
+      if (c == 0) check_lt(status, "cublasLtMatmul (tuning)", context);
+      if (status != CUBLAS_STATUS_SUCCESS) continue;  // this candidate cannot serve the pass
+      fingerprint(queue, out, fingerprints + c);
+      gpu::check(cudaEventRecord(start.get(), stream), "EventRecord", context);
+      for (int run = 0; run < tuning_runs; ++run)
+        check_lt(matmul(i, gemm.candidates[c], t0), "cublasLtMatmul", context);
+      gpu::check(cudaEventRecord(end.get(), stream), "EventRecord", context);
+      gpu::check(cudaEventSynchronize(end.get()), "EventSynchronize", context);
+      gpu::check(cudaEventElapsedTime(&ms[c], start.get(), end.get()), "EventElapsedTime", context);
+    }
+    std::array<std::uint64_t, heuristic_candidates> sums{};
+    gpu::check(
+        cudaMemcpyAsync(sums.data(), fingerprints, count * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream),
+        "MemcpyAsync", context);
+    gpu::check(cudaStreamSynchronize(stream), "StreamSynchronize", context);
+    std::size_t same = 0;
+    for (std::size_t c = 0; c < count; ++c) {
+      if (ms[c] < 0 || sums[c] != sums[0]) continue;
+      ++same;
+      if (ms[c] < ms[gemm.chosen]) gemm.chosen = c;
+    }
+    log(LogLevel::debug, std::string("cuBLASLt up-projection, ") + (i == 0 ? "keys" : "values") + ": candidate " +
+                             std::to_string(gemm.chosen) + " of " + std::to_string(count) + " (" +
+                             std::to_string(ms[gemm.chosen] / tuning_runs) + " ms against " +
+                             std::to_string(ms[0] / tuning_runs) + " for the first on " + std::to_string(n) +
+                             " tokens; " + std::to_string(same) + " gave the first's bits)");
+  };
   for (std::int64_t t0 = 0; t0 < tokens; t0 += s.pass_tokens) {
     const std::int64_t n = std::min(s.pass_tokens, tokens - t0);
     TensorView part = latents;
     part.data = static_cast<float*>(latents.data) + t0 * latents.stride[0];
     part.shape[0] = n;
     convert_latents(queue, part, s.scratch.get(), k.dtype);
+    const bool tuning = !plan->tuned && !capturing && (n >= tuning_tokens || n == s.pass_tokens);
     for (std::size_t i = 0; i < 2; ++i) {
       Gemm& gemm = plan->gemms[i];
       set_layout(gemm.b, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(n), context);
       set_layout(gemm.c, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(n), context);
-      void* out =
-          static_cast<std::byte*>(operands[i].out) + static_cast<std::uint64_t>(t0 * operands[i].out_ld) * element;
-      check_lt(cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(),
-                              s.scratch.get(), gemm.b.get(), &beta, out, gemm.c.get(), out, gemm.c.get(), &gemm.algo,
-                              gemm.workspace != 0 ? workspace : nullptr, gemm.workspace, stream),
+      if (tuning) tune(i, t0, n);
+      check_lt(matmul(i, gemm.candidates[gemm.chosen], t0),
                i == 0 ? "cublasLtMatmul (keys)" : "cublasLtMatmul (values)", context);
     }
+    plan->tuned = plan->tuned || tuning;
   }
   s.last_use_recorded = !capturing;
   s.last_stream = stream;

@@ -26,7 +26,40 @@ __global__ void convert_latents_kernel(const float* in, std::int64_t token_strid
   }
 }
 
+// Adds, over a [n, heads, rows] view of 2-byte values, a mix of each value's
+// bits with its position: equal sums mean equal views but for a collision.
+// Integer adds, so the order the blocks run in does not matter.
+__global__ void fingerprint_kernel(const std::uint16_t* data, std::int64_t n, std::int64_t heads, std::int64_t rows,
+                                   std::int64_t stride0, std::int64_t stride1, std::int64_t stride2,
+                                   unsigned long long* sum) {
+  const std::int64_t count = n * heads * rows;
+  unsigned long long local = 0;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = i % rows, h = i / rows % heads, t = i / rows / heads;
+    unsigned long long x = (static_cast<unsigned long long>(i) << 16) | data[t * stride0 + h * stride1 + r * stride2];
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    local += x ^ (x >> 31);
+  }
+  atomicAdd(sum, local);
+}
+
 }  // namespace
+
+void fingerprint(Queue& queue, const TensorView& view, std::uint64_t* sum) {
+  const std::string context = "fingerprint of " + view.describe();
+  if (dtype_size(view.dtype) != 2 || view.rank != 3) {
+    raise(ErrorCategory::internal, "fingerprint: a 3-d view of 2-byte values only, got " + view.describe());
+  }
+  gpu::DeviceGuard guard(queue.device_index(), context);
+  const cudaStream_t stream = gpu::stream_of(queue);
+  gpu::check(cudaMemsetAsync(sum, 0, sizeof *sum, stream), "MemsetAsync", context);
+  fingerprint_kernel<<<264, 256, 0, stream>>>(static_cast<const std::uint16_t*>(view.data), view.size(0), view.size(1),
+                                              view.size(2), view.stride[0], view.stride[1], view.stride[2],
+                                              reinterpret_cast<unsigned long long*>(sum));
+  gpu::check_launch("fingerprint_kernel", context);
+}
 
 void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                      const TensorView& v) {

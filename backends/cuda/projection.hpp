@@ -3,6 +3,7 @@
 // the SIMT kernel, as choose_projection (projection_choice.hpp) says per call.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "cuda_hip/gpu_flash_backend.hpp"
@@ -21,6 +22,12 @@ void project_latents(Queue& queue, const TensorView& latents, const TensorView& 
 // `dtype` (bfloat16 or float16), rounded to nearest even as the own kernel
 // rounds its operands. One kernel on `queue`'s stream.
 void convert_latents(Queue& queue, const TensorView& latents, void* out, DType dtype);
+
+// Sets *sum (device memory) to a fingerprint of the bits of `view`, a 3-d
+// view of 2-byte values (any strides): two views of one shape with equal
+// bits give equal sums, different ones almost surely not. Two operations on
+// `queue`'s stream.
+void fingerprint(Queue& queue, const TensorView& view, std::uint64_t* sum);
 
 // A backend's projector (gpu::FlashVendor::make_projector). Reads
 // MLA_CUDA_PROJECTION now, once: Error(invalid_argument) for a value other
