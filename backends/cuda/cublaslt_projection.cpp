@@ -96,6 +96,8 @@ struct Operands {
 struct ShapeKey {
   DType dtype = DType::bfloat16;
   std::int64_t heads = 0, latent = 0, per_head = 0, weight_ld = 0;
+  std::int64_t latent_ld = 0;  // the latents' token stride: in place, or L in the scratch
+  std::uint32_t latent_alignment = 0;
   std::array<std::int64_t, 2> rows{}, out_ld{}, out_head_stride{};
   std::array<std::uint32_t, 2> weight_alignment{}, out_alignment{};
   bool operator==(const ShapeKey&) const = default;
@@ -165,8 +167,7 @@ std::vector<Choice> candidates(cublasLtHandle_t handle, const Plan& plan, const 
   set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(workspace));
   set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
   set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, plan.key.weight_alignment[idx]);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      alignment({static_cast<std::uint64_t>(plan.key.latent) * 2}));  // scratch: 256-byte aligned start
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, plan.key.latent_alignment);
   set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, plan.key.out_alignment[idx]);
   set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, plan.key.out_alignment[idx]);
   std::array<cublasLtMatmulHeuristicResult_t, heuristic_candidates> results{};
@@ -209,7 +210,7 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const ShapeKey& key, st
     gemm.a = make_layout(type, key.latent, static_cast<std::uint64_t>(key.rows[i]), key.weight_ld, key.heads,
                          key.per_head * key.weight_ld, context);
     const auto tokens = static_cast<std::uint64_t>(pass_tokens);
-    gemm.b = make_layout(type, key.latent, tokens, key.latent, key.heads, 0, context);
+    gemm.b = make_layout(type, key.latent, tokens, key.latent_ld, key.heads, 0, context);
     gemm.c = make_layout(type, key.rows[i], tokens, key.out_ld[i], key.heads, key.out_head_stride[i], context);
     gemm.candidates = candidates(handle, *plan, gemm, static_cast<int>(i), workspace, context);
     if (gemm.candidates.empty()) {
@@ -269,6 +270,13 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   key.latent = latent;
   key.per_head = per_head;
   key.weight_ld = weight_ld;
+  // Latents in the compute dtype are read in place; float32 ones are
+  // converted into the scratch (256-byte aligned, rows of L).
+  const bool in_place = latents.dtype == k.dtype;
+  key.latent_ld = in_place ? latents.stride[0] : latent;
+  key.latent_alignment = in_place
+                             ? alignment({address(latents.data), static_cast<std::uint64_t>(key.latent_ld) * element})
+                             : alignment({static_cast<std::uint64_t>(latent) * element});
   for (std::size_t i = 0; i < 2; ++i) {
     const Operands& o = operands[i];
     key.rows[i] = o.rows;
@@ -289,12 +297,13 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
     plan = s.plans.back().get();
   }
   if (!plan->refusal.empty()) raise(ErrorCategory::not_supported, plan->refusal);
-  // One allocation in the backend's life (per device and latent width):
-  // every call runs in passes of at most pass_tokens tokens. The workspace
-  // follows the latents at a 256-byte boundary.
-  const std::size_t latent_bytes =
-      (static_cast<std::size_t>(s.pass_tokens * latent) * dtype_size(k.dtype) + 255) / 256 * 256;
-  const std::size_t scratch_bytes = latent_bytes + s.workspace_bytes + heuristic_candidates * sizeof(std::uint64_t);
+  // One allocation in the backend's life (per device, latent width and
+  // whether float32 latents came): the candidates' fingerprints, then the
+  // workspace, then (for float32 latents) passes of at most pass_tokens
+  // converted latents, each part at a 256-byte boundary.
+  const std::size_t workspace_at = 256, latents_at = workspace_at + s.workspace_bytes;
+  const std::size_t scratch_bytes =
+      latents_at + (in_place ? 0 : static_cast<std::size_t>(s.pass_tokens * latent) * dtype_size(k.dtype));
   if (s.scratch.bytes() < scratch_bytes) {
     // Work in flight on another stream may still read the old scratch; the
     // free waits for it (cudaFree synchronises).
@@ -303,14 +312,20 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
   }
 
   const float alpha = 1.0f, beta = 0.0f;
-  std::byte* workspace = static_cast<std::byte*>(s.scratch.get()) + latent_bytes;
-  auto* fingerprints = reinterpret_cast<std::uint64_t*>(workspace + s.workspace_bytes);
+  auto* fingerprints = static_cast<std::uint64_t*>(s.scratch.get());
+  std::byte* workspace = static_cast<std::byte*>(s.scratch.get()) + workspace_at;
+  std::byte* converted = static_cast<std::byte*>(s.scratch.get()) + latents_at;
+  // The pass's latents: in place, or converted into the scratch.
+  const auto pass_latents = [&](std::int64_t t0) -> const void* {
+    if (!in_place) return converted;
+    return static_cast<const std::byte*>(latents.data) + static_cast<std::uint64_t>(t0 * latents.stride[0]) * element;
+  };
   // GEMM i of a pass of n tokens from t0 with one candidate.
   const auto matmul = [&](std::size_t i, const Choice& choice, std::int64_t t0) {
     Gemm& gemm = plan->gemms[i];
     void* out =
         static_cast<std::byte*>(operands[i].out) + static_cast<std::uint64_t>(t0 * operands[i].out_ld) * element;
-    return cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(), s.scratch.get(),
+    return cublasLtMatmul(s.handle.get(), plan->desc.get(), &alpha, operands[i].weight, gemm.a.get(), pass_latents(t0),
                           gemm.b.get(), &beta, out, gemm.c.get(), out, gemm.c.get(), &choice.algo,
                           choice.workspace != 0 ? workspace : nullptr, choice.workspace, stream);
   };
@@ -360,13 +375,17 @@ void CublasLtProjection::project(Queue& queue, const TensorView& latents, const 
                              std::to_string(ms[0] / tuning_runs) + " for the first on " + std::to_string(n) +
                              " tokens; " + std::to_string(same) + " gave the first's bits)");
   };
-  for (std::int64_t t0 = 0; t0 < tokens; t0 += s.pass_tokens) {
-    const std::int64_t n = std::min(s.pass_tokens, tokens - t0);
-    TensorView part = latents;
-    part.data = static_cast<float*>(latents.data) + t0 * latents.stride[0];
-    part.shape[0] = n;
-    convert_latents(queue, part, s.scratch.get(), k.dtype);
-    const bool tuning = !plan->tuned && !capturing && (n >= tuning_tokens || n == s.pass_tokens);
+  // Latents read in place need no passes: one pass of every token.
+  const std::int64_t pass = in_place ? tokens : s.pass_tokens;
+  for (std::int64_t t0 = 0; t0 < tokens; t0 += pass) {
+    const std::int64_t n = std::min(pass, tokens - t0);
+    if (!in_place) {
+      TensorView part = latents;
+      part.data = static_cast<float*>(latents.data) + t0 * latents.stride[0];
+      part.shape[0] = n;
+      convert_latents(queue, part, converted, k.dtype);
+    }
+    const bool tuning = !plan->tuned && !capturing && (n >= tuning_tokens || n >= s.pass_tokens);
     for (std::size_t i = 0; i < 2; ++i) {
       Gemm& gemm = plan->gemms[i];
       set_layout(gemm.b, CUBLASLT_MATRIX_LAYOUT_COLS, static_cast<std::uint64_t>(n), context);

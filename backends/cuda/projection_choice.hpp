@@ -68,12 +68,17 @@ struct ProjectionChoice {
 // The GEMMs read kv_b_proj as column-major [L, rows] with leading dimension
 // its row stride, and write each head's keys (values) as a column-major
 // [P, T] (or [V, T]) matrix with leading dimension the token stride, batched
-// over heads with the head stride. Latents are converted into contiguous
-// scratch first, so their strides are free.
+// over heads with the head stride. Float32 latents are converted into
+// contiguous scratch first, so their strides are free; latents in the
+// compute dtype are read in place, as column-major [L, T] with leading
+// dimension their token stride.
 inline std::string cublaslt_layout_gap(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                                        const TensorView& v) {
   const std::int64_t latent = latents.size(1), heads = k.size(1);
   const std::int64_t p = kv_b_proj.size(0) / heads - v.size(2);
+  if (latents.dtype != DType::float32 && (latents.stride[1] != 1 || latents.stride[0] < latent)) {
+    return "latents in the compute dtype are not row-major with contiguous rows: " + latents.describe();
+  }
   if (kv_b_proj.stride[1] != 1 || kv_b_proj.stride[0] < latent) {
     return "kv_b_proj is not row-major with contiguous rows: " + kv_b_proj.describe();
   }

@@ -44,9 +44,11 @@ __global__ void project_mma_kernel(const ProjectParams p) {
   const auto* weight = static_cast<const WStorage*>(p.weight);
   const auto latent = [&](int row, std::int64_t k) {
     const std::int64_t token = t0 + row;
-    return token < p.tokens && k < p.latent_dim
-               ? sm80::load_global(&p.latents[token * p.latents_stride[0] + k * p.latents_stride[1]])
-               : 0.0f;
+    if (token >= p.tokens || k >= p.latent_dim) return 0.0f;
+    const std::int64_t at = token * p.latents_stride[0] + k * p.latents_stride[1];
+    if (p.latents_float) return sm80::load_global(static_cast<const float*>(p.latents) + at);
+    using OutStorage = typename MLA_GPU_NAMESPACE::Element<Out>::Storage;
+    return MLA_GPU_NAMESPACE::Element<Out>::load(sm80::load_global(static_cast<const OutStorage*>(p.latents) + at));
   };
   const auto w = [&](int col, std::int64_t k) {
     const std::int64_t c = c0 + col;

@@ -127,17 +127,21 @@ void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   vendor_.merge(queue, args);
 }
 
+DType GpuFlashBackend::latent_dtype(DType compute) const {
+  return compute == DType::bfloat16 || compute == DType::float16 ? compute : DType::float32;
+}
+
 void GpuFlashBackend::gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
                                      const TensorView& k) {
   require_queue(queue, "gather_latents", false);
-  check_latent_gather(queue, gather, latents, k);
+  check_latent_gather(queue, gather, latents, k, true);
   vendor_.gather(queue, gather, latents, k);
 }
 
 void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
                                       const TensorView& k, const TensorView& v) {
   require_queue(queue, "project_latents", false);
-  check_latent_projection(queue, latents, kv_b_proj, k, v);
+  check_latent_projection(queue, latents, kv_b_proj, k, v, true);
   if (projector_) {
     projector_->project(queue, latents, kv_b_proj, k, v);
   } else {

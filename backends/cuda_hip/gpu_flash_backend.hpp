@@ -71,6 +71,8 @@ class GpuFlashBackend final : public PrefillBackend {
                                     const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
                                     std::optional<TensorView> lse = std::nullopt) override;
   void merge_attn_states(Queue& queue, const MergeArgs& args) override;
+  // bfloat16 and float16 latents stay in that dtype.
+  DType latent_dtype(DType compute) const override;
   void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
                       const TensorView& k) override;
   void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,

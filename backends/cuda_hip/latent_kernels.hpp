@@ -35,15 +35,16 @@ struct GatherParams {
   std::int64_t block_size = 1;
   std::int64_t tokens = 0, latent_dim = 0, rope_dim = 0, heads = 0;
   float scale = 1.0f;
-  float* latents = nullptr;  // [T, L]
+  void* latents = nullptr;    // [T, L]
+  bool latents_float = true;  // float32, else k's dtype
   std::int64_t latents_stride[2] = {};
   void* k = nullptr;  // [T, H, P+R]: the rope key goes to columns rope_at..
   std::int64_t k_stride[3] = {};
   std::int64_t rope_at = 0;
 };
 
-// One thread per (row, value): latents get the latent values in float32,
-// every head's k gets the rope values in k's dtype.
+// One thread per (row, value): latents get the latent values in float32 (or
+// k's dtype), every head's k gets the rope values in k's dtype.
 template <DType Src, DType K>
 __global__ void gather_latents_kernel(const GatherParams p) {
   using SrcStorage = typename Element<Src>::Storage;
@@ -62,7 +63,12 @@ __global__ void gather_latents_kernel(const GatherParams p) {
       const auto* src = static_cast<const SrcStorage*>(p.latent);
       const float value =
           Element<Src>::load(src[block * p.latent_block + position * p.latent_slot + e * p.latent_step]) * p.scale;
-      p.latents[t * p.latents_stride[0] + e * p.latents_stride[1]] = value;
+      const std::int64_t at = t * p.latents_stride[0] + e * p.latents_stride[1];
+      if (p.latents_float) {
+        static_cast<float*>(p.latents)[at] = value;
+      } else {
+        static_cast<KStorage*>(p.latents)[at] = Element<K>::store(value);
+      }
     } else {
       const std::int64_t r = e - p.latent_dim;
       const auto* src = static_cast<const SrcStorage*>(p.rope);
@@ -77,6 +83,14 @@ __global__ void gather_latents_kernel(const GatherParams p) {
 
 inline constexpr int project_tile = 4;      // tokens and columns per thread
 inline constexpr int project_threads = 16;  // threads per block along each of x (columns) and y (tokens)
+
+// Latent l of token `token`, in float32: the latents are float32 or Out.
+template <DType Out>
+MLA_DEVICE inline float latent_value(const ProjectParams& p, std::int64_t token, std::int64_t l) {
+  const std::int64_t at = token * p.latents_stride[0] + l * p.latents_stride[1];
+  if (p.latents_float) return static_cast<const float*>(p.latents)[at];
+  return Element<Out>::load(static_cast<const typename Element<Out>::Storage*>(p.latents)[at]);
+}
 
 // Writes output column `column` of token `token` (projected_at).
 template <DType Out>
@@ -104,7 +118,7 @@ __global__ void project_latents_kernel(const ProjectParams p) {
       // Rows and columns past the end repeat the last one; their sums are not stored.
       const std::int64_t t = t0 + (i < rows ? i : rows - 1);
       const std::int64_t c = c0 + (i < cols ? i : cols - 1);
-      a[i] = p.latents[t * p.latents_stride[0] + l * p.latents_stride[1]];
+      a[i] = latent_value<Out>(p, t, l);
       b[i] = Element<W>::load(weight[c * p.weight_stride[0] + l * p.weight_stride[1]]);
     }
 #pragma unroll
@@ -155,7 +169,8 @@ void gather_latents_with(const LatentGather& gather, const TensorView& latents, 
   params.tokens = gather.tokens;
   params.latent_dim = latents.size(1);
   params.heads = k.size(1);
-  params.latents = static_cast<float*>(latents.data);
+  params.latents = latents.data;
+  params.latents_float = latents.dtype == DType::float32;
   params.latents_stride[0] = latents.stride[0];
   params.latents_stride[1] = latents.stride[1];
   params.k = k.data;

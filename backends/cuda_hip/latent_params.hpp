@@ -17,7 +17,8 @@
 namespace mla::MLA_GPU_NAMESPACE::latent_kernel {
 
 struct ProjectParams {
-  const float* latents = nullptr;  // [T, L]
+  const void* latents = nullptr;  // [T, L]
+  bool latents_float = true;      // float32, else the keys' dtype
   std::int64_t latents_stride[2] = {};
   const void* weight = nullptr;  // [H*(P+V), L]
   std::int64_t weight_stride[2] = {};
@@ -77,7 +78,8 @@ void with_dtype(DType dtype, F&& f) {
 inline ProjectParams project_params(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                                     const TensorView& v) {
   ProjectParams params;
-  params.latents = static_cast<const float*>(latents.data);
+  params.latents = latents.data;
+  params.latents_float = latents.dtype == DType::float32;
   params.latents_stride[0] = latents.stride[0];
   params.latents_stride[1] = latents.stride[1];
   params.weight = kv_b_proj.data;

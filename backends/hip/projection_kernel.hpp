@@ -11,7 +11,7 @@
 // the attention kernel's O^T = V^T P^T (mfma_layout.hpp): a lane's
 // accumulators then all belong to one token, in runs of 4 consecutive output
 // columns. Operands are read straight from global memory and converted as
-// they are loaded (float32 latents; float32, bf16, fp16 or fp8 weights): no
+// they are loaded (float32 or compute-dtype latents; float32, bf16, fp16 or fp8 weights): no
 // LDS, no barrier, the waves of a workgroup are independent. Rows, columns
 // and latent indices past the end read as 0, so every k-step is a whole
 // product and no token's sums depend on its neighbours.
@@ -30,7 +30,8 @@ using mfma::Accumulator;
 using mfma::Operand;
 using MLA_GPU_NAMESPACE::latent_kernel::ProjectParams;
 
-// A weight in kv_b_proj's dtype W as float; fp16 by the target's own conversion.
+// A weight in kv_b_proj's dtype W (or a latent in the compute dtype) as
+// float; fp16 by the target's own conversion.
 template <DType W>
 __device__ inline float weight_value(const typename numeric::Element<W>::Storage& stored) {
   if constexpr (W == DType::float16) {
@@ -54,7 +55,13 @@ __global__ void __launch_bounds__(projection_tile.threads()) project_mfma_kernel
 
   const std::int64_t token = t0 + mfma::operand_row(lane);
   const bool token_valid = token < p.tokens;
-  const float* latents = p.latents + token * p.latents_stride[0];
+  const std::int64_t latent_row = token * p.latents_stride[0];
+  // Latent index l of this lane's token: float32 latents, or the compute dtype's.
+  const auto latent = [&](std::int64_t l) {
+    const std::int64_t at = latent_row + l * p.latents_stride[1];
+    if (p.latents_float) return static_cast<const float*>(p.latents)[at];
+    return weight_value<D>(static_cast<const typename numeric::Element<D>::Storage*>(p.latents)[at]);
+  };
   const auto* weight = static_cast<const WStorage*>(p.weight);
   Accumulator acc[tiles];
 #pragma unroll
@@ -67,7 +74,7 @@ __global__ void __launch_bounds__(projection_tile.threads()) project_mfma_kernel
 #pragma unroll
     for (int e = 0; e < mfma::operand_values; ++e) {
       const bool inside = token_valid && k + e < p.latent_dim;
-      x[e] = mfma::to_bits<D>(inside ? latents[(k + e) * p.latents_stride[1]] : 0.0f);
+      x[e] = mfma::to_bits<D>(inside ? latent(k + e) : 0.0f);
     }
 #pragma unroll
     for (int t = 0; t < tiles; ++t) {

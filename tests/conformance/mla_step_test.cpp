@@ -16,6 +16,7 @@
 
 #include "conformance/conformance_fixture.hpp"
 #include "error_message.hpp"
+#include "mla/backend/latents.hpp"
 
 namespace mla::testing {
 namespace {
@@ -363,6 +364,68 @@ TEST_P(MlaStep, ProjectionMatchesFp64AndIsBatchInvariant) {
     }
     EXPECT_LT(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
   }
+}
+
+// Latents in the backend's latent_dtype: where it is the compute dtype (the
+// GPU flash backends, bf16 and fp16), gathering into such latents rounds the
+// float32 gather's values, and projecting from them gives the float32
+// latents' bits, whichever GEMM runs (every projection rounds its latents to
+// the compute dtype). Elsewhere such latents are a clear error.
+TEST_P(MlaStep, LatentsInTheBackendsDtypeGiveTheFloat32Bits) {
+  if (dtype() == DType::float32) GTEST_SKIP() << "float32 keys take float32 latents only";
+  constexpr int tokens = 11, latent = 40;
+  const int P = p(), R = r(), V = v_dim(), H = heads();
+  // Float32 sources (the GPU gather wants kv_c and k_pe in one dtype), so
+  // that the latents are not already representable in the compute dtype.
+  HostTensor kv_c(DType::float32, {tokens, latent}), k_pe(DType::float32, {tokens, R});
+  kv_c.fill_random(rng_, -1.0f, 1.0f);
+  k_pe.fill_random(rng_, -1.0f, 1.0f);
+  HostTensor w(dtype(), {std::int64_t{H} * (P + V), latent});
+  w.fill_random(rng_, -0.5f, 0.5f);
+  const DeviceTensor dkv_c = upload(queue_, kv_c), dk_pe = upload(queue_, k_pe), dw = upload(queue_, w);
+  LatentGather gather;
+  gather.kv_c = dkv_c.view;
+  gather.k_pe = dk_pe.view;
+  gather.tokens = tokens;
+  // Gathers into latents of `latent_dtype`, then projects them.
+  const auto step = [&](DType latent_dtype, HostTensor& x, HostTensor& k, HostTensor& v) {
+    x = HostTensor(latent_dtype, {tokens, latent});
+    const DeviceTensor dx = upload(queue_, x), dk = upload(queue_, k), dv = upload(queue_, v);
+    backend_->gather_latents(queue_, gather, dx.view, dk.view);
+    backend_->project_latents(queue_, dx.view, dw.view, dk.view, dv.view);
+    download(queue_, dx, x);
+    download(queue_, dk, k);
+    download(queue_, dv, v);
+  };
+  HostTensor x32, k32(dtype(), {tokens, H, P + R}), v32(dtype(), {tokens, H, V});
+  step(DType::float32, x32, k32, v32);
+  const DType own = backend_->latent_dtype(dtype());
+  if (own == DType::float32) {
+    HostTensor x(dtype(), {tokens, latent});
+    const DeviceTensor dx = upload(queue_, x), dk = upload(queue_, k32), dv = upload(queue_, v32);
+    try {
+      backend_->project_latents(queue_, dx.view, dw.view, dk.view, dv.view);
+      ADD_FAILURE() << dtype_name(dtype()) << " latents were accepted by " << backend_->name();
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      EXPECT_NE(std::string(error.what()).find("project_latents: latents must be float32 on this backend"),
+                std::string::npos)
+          << error.what();
+    }
+    return;
+  }
+  ASSERT_EQ(own, dtype());
+  HostTensor x, k(dtype(), {tokens, H, P + R}), v(dtype(), {tokens, H, V});
+  step(own, x, k, v);
+  for (int t = 0; t < tokens; ++t) {
+    for (int l = 0; l < latent; ++l) {
+      HostTensor rounded(dtype(), {1});
+      rounded.set(x32.at(t, l), 0);
+      ASSERT_EQ(x.at(t, l), rounded.at(0)) << "latent " << l << " of token " << t;
+    }
+  }
+  EXPECT_EQ(std::memcmp(k.storage(), k32.storage(), k.storage_bytes()), 0) << "keys differ";
+  EXPECT_EQ(std::memcmp(v.storage(), v32.storage(), v.storage_bytes()), 0) << "values differ";
 }
 
 // An engine's workspace: plan once, then run into the caller's out, lse and

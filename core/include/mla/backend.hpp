@@ -268,9 +268,18 @@ class PrefillBackend {
   // Joins two partial attentions (docs/contract.md §3).
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
 
+  // The dtype of the latents run_mla_prefill passes from gather_latents to
+  // project_latents for keys and values of `compute`: float32 by default;
+  // the GPU flash backends take bfloat16 and float16 latents in that dtype,
+  // since their projections round every latent to it anyway (the same bits,
+  // half the bytes, and cuBLASLt reads them in place). Every backend accepts
+  // float32 latents.
+  virtual DType latent_dtype(DType compute) const;
+
   // The MLA step's gather (run_mla_prefill; mla/backend/latents.hpp): latents[t] =
-  // row t's L latent values in float32 (times gather.scale when read from
-  // the cache) and k[t, h, P:P+R] = its rope key, for every head h, in k's
+  // row t's L latent values in float32, or rounded to the latents' dtype
+  // where latent_dtype allows another (times gather.scale when read from
+  // the cache), and k[t, h, P:P+R] = its rope key, for every head h, in k's
   // dtype. The default runs on the host and needs a host queue (else
   // Error(not_supported)); the flash backends launch a kernel on theirs.
   virtual void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k);

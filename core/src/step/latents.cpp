@@ -31,6 +31,16 @@ void check_size(const TensorView& view, const char* what, int dim, std::int64_t 
 
 bool float_dtype(DType dtype) { return dtype != DType::float8_e4m3; }
 
+// float32, or k's bfloat16 / float16 where the backend takes latents in it.
+void check_latent_dtype(const char* call, const TensorView& latents, const TensorView& k, bool compute_dtype_latents) {
+  if (latents.dtype == DType::float32) return;
+  const bool half = k.dtype == DType::bfloat16 || k.dtype == DType::float16;
+  if (compute_dtype_latents && half && latents.dtype == k.dtype) return;
+  bad(std::string(call) + ": latents must be float32" +
+      (compute_dtype_latents ? " or k's dtype (bfloat16 or float16), got " : " on this backend, got ") +
+      latents.describe() + " for k " + k.describe());
+}
+
 // The host versions dereference tensor pointers on the calling thread.
 void require_host(const PrefillBackend& backend, const Queue& queue, const char* call) {
   require_queue_kind(backend.name(), call, {DeviceBackend::host}, queue);
@@ -42,14 +52,14 @@ float element(const TensorView& view, std::int64_t i0, std::int64_t i1, std::int
 
 }  // namespace
 
-void check_latent_gather(const Queue& queue, const LatentGather& gather, const TensorView& latents,
-                         const TensorView& k) {
+void check_latent_gather(const Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k,
+                         bool compute_dtype_latents) {
   const char* call = "gather_latents";
   if (gather.tokens < 0) bad(std::string(call) + ": tokens is negative (" + std::to_string(gather.tokens) + ")");
   check_rank(latents, "gather_latents: latents", 2);
   check_size(latents, "gather_latents: latents", 0, gather.tokens);
-  if (latents.dtype != DType::float32) bad("gather_latents: latents must be float32, got " + latents.describe());
   check_rank(k, "gather_latents: k", 3);
+  check_latent_dtype("gather_latents", latents, k, compute_dtype_latents);
   check_size(k, "gather_latents: k", 0, gather.tokens);
   if (!float_dtype(k.dtype)) bad("gather_latents: k must not be float8_e4m3 (" + k.describe() + ")");
   const std::int64_t latent = latents.size(1);
@@ -85,10 +95,10 @@ void check_latent_gather(const Queue& queue, const LatentGather& gather, const T
 }
 
 void check_latent_projection(const Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
-                             const TensorView& k, const TensorView& v) {
+                             const TensorView& k, const TensorView& v, bool compute_dtype_latents) {
   check_rank(latents, "project_latents: latents", 2);
-  if (latents.dtype != DType::float32) bad("project_latents: latents must be float32, got " + latents.describe());
   check_rank(k, "project_latents: k", 3);
+  check_latent_dtype("project_latents", latents, k, compute_dtype_latents);
   check_rank(v, "project_latents: v", 3);
   check_rank(kv_b_proj, "project_latents: kv_b_proj", 2);
   const std::int64_t tokens = latents.size(0), heads = k.size(1);
@@ -109,6 +119,8 @@ void check_latent_projection(const Queue& queue, const TensorView& latents, cons
   check_accessible(queue, k, "project_latents: k");
   check_accessible(queue, v, "project_latents: v");
 }
+
+DType PrefillBackend::latent_dtype(DType) const { return DType::float32; }
 
 void PrefillBackend::gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
                                     const TensorView& k) {

@@ -100,10 +100,14 @@ struct StepWorkspace {
   }
 };
 
-// Gathers `gather` into the workspace's first rows and projects them through kv_b_proj.
+// Gathers `gather` into the workspace's first rows and projects them through
+// kv_b_proj, the latents in the backend's latent_dtype: the workspace holds
+// them as float32, the widest it may ask for, with the same element strides.
 void fill(PrefillBackend& backend, Queue& queue, const StepWorkspace& w, const LatentGather& gather,
           const TensorView& kv_b_proj, PhaseClock& clock) {
-  const TensorView x = rows(w.latents, gather.tokens), keys = rows(w.k, gather.tokens);
+  TensorView x = rows(w.latents, gather.tokens);
+  x.dtype = backend.latent_dtype(w.k.dtype);
+  const TensorView keys = rows(w.k, gather.tokens);
   backend.gather_latents(queue, gather, x, keys);
   clock.done(&MlaStepPhases::gather_ms);
   backend.project_latents(queue, x, kv_b_proj, keys, rows(w.v, gather.tokens));

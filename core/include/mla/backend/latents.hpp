@@ -29,19 +29,22 @@ struct LatentGather {
   bool from_cache() const { return kv_c.empty_view(); }
 };
 
-// Checks a gather against its destinations, `latents` [T, L] float32 and
-// `k` [T, H, P+R], and that `queue` can reach every tensor; raises
-// Error(invalid_argument) naming the culprit. What every gather_latents
-// override calls first. Slots are not read here (they may live on a device):
-// run_mla_prefill has checked them against the block table.
-void check_latent_gather(const Queue& queue, const LatentGather& gather, const TensorView& latents,
-                         const TensorView& k);
+// Checks a gather against its destinations, `latents` [T, L] float32 (or,
+// with `compute_dtype_latents`, of k's dtype when that is bfloat16 or
+// float16: PrefillBackend::latent_dtype) and `k` [T, H, P+R], and that
+// `queue` can reach every tensor; raises Error(invalid_argument) naming the
+// culprit. What every gather_latents override calls first. Slots are not
+// read here (they may live on a device): run_mla_prefill has checked them
+// against the block table.
+void check_latent_gather(const Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k,
+                         bool compute_dtype_latents = false);
 
-// Checks a projection: `latents` [T, L] float32, `kv_b_proj` [H*(P+V), L] of
-// any float dtype, `k` [T, H, P+R] and `v` [T, H, V] in one dtype, with P
-// taken as kv_b_proj's rows per head minus V and R as the rest of k's width.
+// Checks a projection: `latents` [T, L] float32 (or k's bfloat16 or float16,
+// as above), `kv_b_proj` [H*(P+V), L] of any float dtype, `k` [T, H, P+R]
+// and `v` [T, H, V] in one dtype, with P taken as kv_b_proj's rows per head
+// minus V and R as the rest of k's width.
 void check_latent_projection(const Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
-                             const TensorView& k, const TensorView& v);
+                             const TensorView& k, const TensorView& v, bool compute_dtype_latents = false);
 
 // Where a host projection writes (the default project_latents, REFERENCE's,
 // KOKKOS's): column c of kv_b_proj belongs to head c / (P+V); of a head's
