@@ -248,15 +248,17 @@ double projection_rows(Queue& queue, const std::vector<std::int64_t>& token_coun
   params.dtype = dtype;
   params.kv_lora_rank = latent;
   const std::int64_t most = token_counts.back();
-  // Random latents in [-1, 1] and weights in [-0.1, 0.1] (bf16), never zero.
+  // Random latents in [-1, 1] and weights in [-0.1, 0.1], never zero, in
+  // bf16: the latents in the dtype the backends' step passes them in
+  // (PrefillBackend::latent_dtype), which cuBLASLt reads in place.
   std::mt19937 rng(2024);
   std::uniform_real_distribution<float> unit(0.02f, 1.0f);
   const auto signed_value = [&](std::size_t i) { return (i % 3 == 0 ? -1.0f : 1.0f) * unit(rng); };
-  std::vector<float> latents_host(static_cast<std::size_t>(most * latent));
-  for (std::size_t i = 0; i < latents_host.size(); ++i) latents_host[i] = signed_value(i);
+  std::vector<std::uint16_t> latents_host(static_cast<std::size_t>(most * latent));
+  for (std::size_t i = 0; i < latents_host.size(); ++i) latents_host[i] = numeric::float_to_bf16(signed_value(i));
   std::vector<std::uint16_t> weight_host(static_cast<std::size_t>(heads) * (p + v_dim) * latent);
   for (std::size_t i = 0; i < weight_host.size(); ++i) weight_host[i] = numeric::float_to_bf16(0.1f * signed_value(i));
-  UsmBuffer latents = UsmBuffer::device(queue, latents_host.size() * 4);
+  UsmBuffer latents = UsmBuffer::device(queue, latents_host.size() * 2);
   UsmBuffer weight = UsmBuffer::device(queue, weight_host.size() * 2);
   queue.memcpy(latents.get(), latents_host.data(), latents.bytes());
   queue.memcpy(weight.get(), weight_host.data(), weight.bytes());
@@ -272,7 +274,7 @@ double projection_rows(Queue& queue, const std::vector<std::int64_t>& token_coun
   paths.push_back({"cuBLASLt", projection_backend(params, "cublaslt"), {}, {}});
   double worst = 0.0;
   for (const std::int64_t tokens : token_counts) {
-    const TensorView x = TensorView::contiguous(latents.get(), DType::float32, {tokens, latent}, MemoryKind::device);
+    const TensorView x = TensorView::contiguous(latents.get(), dtype, {tokens, latent}, MemoryKind::device);
     const auto k_count = static_cast<std::size_t>(tokens) * heads * (p + r);
     const auto v_count = static_cast<std::size_t>(tokens) * heads * v_dim;
     std::vector<double> ms(paths.size());
