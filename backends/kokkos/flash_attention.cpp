@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "flash_bf16.hpp"
 #include "flash_config.hpp"
+#include "flash_work.hpp"
 #include "host_parallel.hpp"
 #include "hot_loops.hpp"
 #include "kokkos_views.hpp"
@@ -38,14 +40,6 @@ namespace mla::kokkos {
 namespace {
 
 constexpr float kLn2 = 0.6931471805599453f;
-
-KOKKOS_INLINE_FUNCTION int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-struct WorkItem {
-  int sequence;
-  int q_tile;
-  int head;
-};
 
 // Offsets (in floats) of the scratch arrays of one work item.
 struct ScratchLayout {
@@ -158,9 +152,9 @@ struct FlashKernel {
     for (int j = 0; j < round_up(cols, kRb); ++j) {
       float* k_row = kr + j * dqk;
       if (j < cols) {
-        for (int d = 0; d < dqk; ++d) k_row[d] = Element<kIn>::load(k(token + j, head, d));
+        Hot::template load_row<kIn>(k_row, &k(token + j, head, 0), static_cast<std::ptrdiff_t>(k.stride_2()), dqk);
         float* v_row = vr + j * dv_padded;
-        for (int c = 0; c < dv; ++c) v_row[c] = Element<kIn>::load(v(token + j, head, c));
+        Hot::template load_row<kIn>(v_row, &v(token + j, head, 0), static_cast<std::ptrdiff_t>(v.stride_2()), dv);
         for (int c = dv; c < dv_padded; ++c) v_row[c] = 0.0f;
       } else {
         for (int d = 0; d < dqk; ++d) k_row[d] = 0.0f;
@@ -237,48 +231,6 @@ struct FlashKernel {
   }
 };
 
-// The work list. Items are grouped by (sequence, head), longest group first,
-// and within a group ordered by the number of keys they visit, most first.
-// Strict longest-first across heads would interleave the heads, so every
-// item would stream its head's K/V from memory; grouped, consecutive items
-// reread one head's K/V from cache. The list still ends on the shortest
-// items of the shortest sequences, which is what dynamic scheduling needs
-// to finish without a long straggler.
-std::vector<WorkItem> build_work_list(const AttentionProblem& problem, int heads, int rows_q) {
-  const auto& cu_q = *problem.cu_q;
-  const auto& cu_k = *problem.cu_k;
-  struct Costed {
-    std::int64_t group_keys;  // keys of the group's longest item
-    std::int64_t keys;
-    WorkItem item;
-  };
-  std::vector<Costed> items;
-  for (int b = 0; b + 1 < static_cast<int>(cu_q.size()); ++b) {
-    const int sq = cu_q[b + 1] - cu_q[b];
-    const int sk = cu_k[b + 1] - cu_k[b];
-    auto keys_of = [&](int tile) -> std::int64_t {
-      const int last = std::min(sq, (tile + 1) * rows_q) - 1;
-      return numeric::causal_key_end(last, sq, sk, problem.causal);
-    };
-    const int tiles = (sq + rows_q - 1) / rows_q;
-    if (tiles == 0) continue;
-    const std::int64_t group_keys = keys_of(tiles - 1);
-    for (int h = 0; h < heads; ++h) {
-      for (int tile = tiles - 1; tile >= 0; --tile) items.push_back({group_keys, keys_of(tile), {b, tile, h}});
-    }
-  }
-  std::stable_sort(items.begin(), items.end(), [](const Costed& a, const Costed& b) {
-    if (a.group_keys != b.group_keys) return a.group_keys > b.group_keys;
-    if (a.item.sequence != b.item.sequence) return a.item.sequence < b.item.sequence;
-    if (a.item.head != b.item.head) return a.item.head < b.item.head;
-    return a.keys > b.keys;
-  });
-  std::vector<WorkItem> work;
-  work.reserve(items.size());
-  for (const Costed& costed : items) work.push_back(costed.item);
-  return work;
-}
-
 template <DType kIn, DType kOut, HostIsa kIsa>
 void launch(const AttentionProblem& problem) {
   using Kernel = FlashKernel<kIn, kOut, kIsa>;
@@ -318,6 +270,7 @@ void launch_for_input(const AttentionProblem& problem) {
 #if MLA_KOKKOS_ISA_DISPATCH
   switch (selected_host_isa()) {
     case HostIsa::avx512:
+      if (kIn == DType::bfloat16 && selected_bf16_dot()) return flash_attention_bf16_dot(problem);
       return launch_for_output<kIn, HostIsa::avx512>(problem);
     case HostIsa::avx2:
       return launch_for_output<kIn, HostIsa::avx2>(problem);
