@@ -45,6 +45,7 @@ constexpr int kBc = 64;
 constexpr int kRb = 8;
 constexpr int kNc = bf16_dot::kBlockCols;
 static_assert(kBr % kRb == 0 && kBr % kNc == 0 && kBc % kRb == 0 && kBc % 2 == 0);
+constexpr int kStageAhead = 4;  // rows the K/V staging asks for ahead of its copy
 
 // Offsets (in 32-bit words) of the scratch arrays of one work item.
 struct Bf16Layout {
@@ -169,8 +170,14 @@ struct FlashBf16Kernel {
     const int dqk_pairs = layout.dqk_pairs;
     const auto k_stride = static_cast<std::ptrdiff_t>(k.stride_2());
     const auto v_stride = static_cast<std::ptrdiff_t>(v.stride_2());
+    const bool unit_strides = k_stride == 1 && v_stride == 1;
     for (int j = 0; j < round_up(cols, kRb); ++j) {
       std::uint32_t* k_row = kp + j * dqk_pairs;
+      // Rows a few ahead of the copy, as in flash_attention.cpp.
+      if (unit_strides && j + kStageAhead < cols) {
+        prefetch_to_l1(&k(token + j + kStageAhead, head, 0), sizeof(In) * static_cast<std::size_t>(layout.dqk));
+        prefetch_to_l1(&v(token + j + kStageAhead, head, 0), sizeof(In) * static_cast<std::size_t>(layout.dv));
+      }
       if (j >= cols) {
         for (int p = 0; p < dqk_pairs; ++p) k_row[p] = 0u;
       } else if (k_stride == 1 && layout.dqk % 2 == 0) {
