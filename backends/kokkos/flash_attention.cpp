@@ -121,19 +121,29 @@ struct FlashKernel {
     for (int kv_first = 0; kv_first < keys; kv_first += kBc) {
       const int cols = imin(kBc, keys - kv_first);
       stage_keys_values(scratch, k_begin + kv_first, cols, item.head);
-      scores(scratch, rows, cols);
-      // Query r sees key j of this tile iff j <= r + first_visible_shift.
+      // Query r sees key j of this tile iff j <= r + shift; `masked` when
+      // some query of the tile does not see some key of it.
       const int shift = tile_first + diagonal - kv_first;
-      softmax_update(scratch, rows, cols, causal && cols - 1 > shift, shift);
-      accumulate_values(scratch, rows, cols);
+      const bool masked = causal && cols - 1 > shift;
+      scores(scratch, rows, cols, masked, shift);
+      softmax_update(scratch, rows, cols, masked, shift);
+      accumulate_values(scratch, rows, cols, masked, shift);
     }
     store_output(scratch, q_begin + tile_first, rows, item.head);
   }
+
+  // Rows the staging loops ask for ahead of the one they copy, so several
+  // rows' misses overlap (each row is a separate stream of a few hundred
+  // bytes); 4 halved the copy's time on a 4k-token head, 8 did worse.
+  static constexpr int kStageAhead = 4;
 
   // qt[d][r] = q[token r][head][d] * q_multiplier; rows past the tile end are 0.
   void stage_queries(float* qt, int token, int rows, int head) const {
     const int dqk = layout.dqk;
     for (int r = 0; r < kBr; ++r) {
+      if (r + kStageAhead < rows && q.stride_2() == 1) {
+        prefetch_to_l1(&q(token + r + kStageAhead, head, 0), sizeof(In) * static_cast<std::size_t>(dqk));
+      }
       if (r < rows) {
         for (int d = 0; d < dqk; ++d) qt[d * kBr + r] = Element<kIn>::load(q(token + r, head, d)) * q_multiplier;
       } else {
@@ -141,11 +151,6 @@ struct FlashKernel {
       }
     }
   }
-
-  // Rows the staging loop asks for ahead of the one it copies, so several
-  // rows' misses overlap (each row is a separate stream of a few hundred
-  // bytes); 4 halved the copy's time on a 4k-token head, 8 did worse.
-  static constexpr int kStageAhead = 4;
 
   // kr[j][d] and vr[j][c] in fp32; key rows up to the register block are 0
   // so the score product reads finite values there.
@@ -196,7 +201,10 @@ struct FlashKernel {
   // st[j][r] = sum_d kr[j][d] * qt[d][r]: register blocks of kRb keys x kNc
   // queries. The block index runs over keys fastest, so one kNc-wide column
   // slice of qt (dqk x kNc floats) is reused from L1 by every key block.
-  void scores(float* scratch, int rows, int cols) const {
+  // In a masked tile, blocks whose keys no query of the block sees are
+  // skipped: softmax_block_body sets those scores to -inf before reading
+  // them.
+  void scores(float* scratch, int rows, int cols, bool masked, int shift) const {
     const float* kr = scratch + layout.kr;
     const float* qt = scratch + layout.qt;
     float* st = scratch + layout.st;
@@ -206,6 +214,7 @@ struct FlashKernel {
     for (int block = 0; block < key_blocks * query_blocks; ++block) {
       const int j = (block % key_blocks) * kRb;
       const int r = (block / key_blocks) * kNc;
+      if (masked && j > r + kNc - 1 + shift) continue;
       gemm_block(kr + j * dqk, dqk, 1, qt + r, kBr, dqk, st + j * kBr + r, kBr, nullptr);
     }
   }
@@ -223,7 +232,9 @@ struct FlashKernel {
   }
 
   // acc[r][:] = acc[r][:] * row_alpha[r] + sum_j st[j][r] * vr[j][:].
-  void accumulate_values(float* scratch, int rows, int cols) const {
+  // In a masked tile a block's depth ends after the last key its queries
+  // see: the keys after it have P = 0 exactly, so the sums are the same.
+  void accumulate_values(float* scratch, int rows, int cols, bool masked, int shift) const {
     const float* st = scratch + layout.st;
     const float* vr = scratch + layout.vr;
     const float* row_alpha = scratch + layout.row_alpha;
@@ -234,7 +245,8 @@ struct FlashKernel {
     for (int block = 0; block < query_blocks * value_blocks; ++block) {
       const int r = (block % query_blocks) * kRb;
       const int c = (block / query_blocks) * kNc;
-      gemm_block(st + r, 1, kBr, vr + c, dv_padded, cols, acc + r * dv_padded + c, dv_padded, row_alpha + r);
+      const int depth = masked ? imin(cols, imax(0, r + kRb + shift)) : cols;
+      gemm_block(st + r, 1, kBr, vr + c, dv_padded, depth, acc + r * dv_padded + c, dv_padded, row_alpha + r);
     }
   }
 
