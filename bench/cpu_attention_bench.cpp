@@ -4,6 +4,10 @@
 //
 //   mla-bench-cpu [--quick | --max-tokens N]   the table (markdown on stdout);
 //                                       --quick: 512 and 1024 only, memory at 1024
+//   mla-bench-cpu --dtypes [--max-tokens N]   KOKKOS alone, fp32 and bf16 on
+//                                       each of its bf16 paths (MLA_KOKKOS_ISA
+//                                       avx512_bf16 and avx512), errors against
+//                                       fp64 on sampled rows
 //   mla-bench-cpu --memory-child NAME TOKENS   (internal) one run of NAME at
 //                                       TOKENS in a fresh process, for its peak RSS
 //
@@ -57,6 +61,19 @@ double causal_flops(const std::vector<int>& lengths) {
   return kHeads * (kDims.qk_head_dim() + kDims.v_head_dim) * sum_sq;
 }
 
+std::uint16_t bf16_bits(float value) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float bf16_value(std::uint16_t bits) {
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float value = 0.0f;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
 // Host fp32 operands of one case.
 struct Problem {
   std::vector<std::int32_t> cu;
@@ -78,12 +95,28 @@ struct Problem {
     fill(v, tokens * kHeads * kDims.v_head_dim);
     out.assign(static_cast<std::size_t>(tokens * kHeads * kDims.v_head_dim), std::nanf(""));
   }
+
+  // bf16 copies of the inputs (round to nearest even; the data has no NaN)
+  // and a NaN-filled bf16 output.
+  std::vector<std::uint16_t> q16, k16, v16, out16;
+  void make_bf16() {
+    const auto round = [](const std::vector<float>& x) {
+      std::vector<std::uint16_t> y(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) y[i] = bf16_bits(x[i]);
+      return y;
+    };
+    q16 = round(q);
+    k16 = round(k);
+    v16 = round(v);
+    out16.assign(out.size(), 0x7fc0);
+  }
 };
 
 // A runnable contender: prepares once, then `run` computes problem.out.
 using Runner = std::function<void()>;
 
-Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<PrefillBackend>& keep) {
+Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<PrefillBackend>& keep,
+                   DType dtype = DType::float32) {
   if (name == "BLAS") {
     auto blas = std::make_shared<BlasAttention>(BlasAttention{kHeads, kDims.qk_head_dim(), kDims.v_head_dim, kScale});
     return [blas, &problem] {
@@ -93,7 +126,7 @@ Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<Pr
   BackendParams params;
   params.num_heads = kHeads;
   params.dims = kDims;
-  params.dtype = DType::float32;
+  params.dtype = dtype;
   keep = mla_prefill_registry().resolve(mla_prefill_registry().parse(name)).factory(params);
   Queue queue = Queue::host();
   PrefillMetadata meta;
@@ -104,6 +137,19 @@ Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<Pr
   keep->prepare(queue, meta);
   PrefillBackend* backend = keep.get();
   const std::int64_t n = problem.tokens;
+  if (dtype == DType::bfloat16) {
+    problem.make_bf16();
+    return [backend, &problem, n] {
+      Queue host = Queue::host();
+      const auto view = [n](std::vector<std::uint16_t>& x, std::int64_t dim) {
+        return TensorView::contiguous(x.data(), DType::bfloat16, {n, kHeads, dim});
+      };
+      backend->run_new_tokens(host, view(problem.q16, kDims.qk_head_dim()), view(problem.k16, kDims.qk_head_dim()),
+                              view(problem.v16, kDims.v_head_dim), kScale, /*return_lse=*/false,
+                              view(problem.out16, kDims.v_head_dim));
+      host.wait();
+    };
+  }
   return [backend, &problem, n] {
     Queue host = Queue::host();
     const TensorView q = TensorView::contiguous(problem.q.data(), DType::float32, {n, kHeads, kDims.qk_head_dim()});
@@ -295,6 +341,151 @@ int run_table(const char* self, bool quick, std::int64_t max_tokens) {
   return 0;
 }
 
+// Relative norm error, ||out - exact|| / ||exact||, of one run over sampled
+// rows: every 61st token and each sequence's last, heads 0 and H-1, against
+// attention recomputed in fp64 from the same inputs (those the run read:
+// fp32, or their bf16 roundings).
+double sampled_error(const Problem& problem, bool bf16) {
+  const int dqk = kDims.qk_head_dim();
+  const int dv = kDims.v_head_dim;
+  const auto in = [&](const std::vector<float>& x, const std::vector<std::uint16_t>& x16, std::size_t i) {
+    return static_cast<double>(bf16 ? bf16_value(x16[i]) : x[i]);
+  };
+  double diff_sq = 0.0, ref_sq = 0.0;
+  std::vector<double> scores, exact(static_cast<std::size_t>(dv));
+  for (std::size_t b = 0; b + 1 < problem.cu.size(); ++b) {
+    for (int t = problem.cu[b]; t < problem.cu[b + 1]; ++t) {
+      if ((t - problem.cu[b]) % 61 != 0 && t != problem.cu[b + 1] - 1) continue;
+      for (int h : {0, kHeads - 1}) {
+        scores.clear();
+        double max_score = -INFINITY;
+        for (int j = problem.cu[b]; j <= t; ++j) {
+          double dot = 0.0;
+          for (int d = 0; d < dqk; ++d) {
+            const auto qi = static_cast<std::size_t>((std::int64_t{t} * kHeads + h) * dqk + d);
+            const auto ki = static_cast<std::size_t>((std::int64_t{j} * kHeads + h) * dqk + d);
+            dot += in(problem.q, problem.q16, qi) * in(problem.k, problem.k16, ki);
+          }
+          scores.push_back(dot * kScale);
+          max_score = std::max(max_score, dot * kScale);
+        }
+        double sum = 0.0;
+        std::fill(exact.begin(), exact.end(), 0.0);
+        for (std::size_t jj = 0; jj < scores.size(); ++jj) {
+          const double p = std::exp(scores[jj] - max_score);
+          sum += p;
+          const std::int64_t j = problem.cu[b] + static_cast<std::int64_t>(jj);
+          for (int c = 0; c < dv; ++c) {
+            exact[static_cast<std::size_t>(c)] +=
+                p * in(problem.v, problem.v16, static_cast<std::size_t>((j * kHeads + h) * dv + c));
+          }
+        }
+        for (int c = 0; c < dv; ++c) {
+          const auto oi = static_cast<std::size_t>((std::int64_t{t} * kHeads + h) * dv + c);
+          const double got = bf16 ? bf16_value(problem.out16[oi]) : problem.out[oi];
+          const double want = exact[static_cast<std::size_t>(c)] / sum;
+          diff_sq += (got - want) * (got - want);
+          ref_sq += want * want;
+        }
+      }
+    }
+  }
+  return std::isnan(diff_sq) ? INFINITY : std::sqrt(diff_sq / ref_sq);
+}
+
+// Sets MLA_KOKKOS_ISA for the runs in its scope (unset for nullptr) and
+// restores the caller's value after.
+class IsaOverride {
+ public:
+  explicit IsaOverride(const char* isa) {
+    if (const char* old = std::getenv("MLA_KOKKOS_ISA")) saved_ = old;
+    if (isa != nullptr) {
+      setenv("MLA_KOKKOS_ISA", isa, 1);
+    } else {
+      unsetenv("MLA_KOKKOS_ISA");
+    }
+  }
+  ~IsaOverride() {
+    if (saved_) {
+      setenv("MLA_KOKKOS_ISA", saved_->c_str(), 1);
+    } else {
+      unsetenv("MLA_KOKKOS_ISA");
+    }
+  }
+  IsaOverride(const IsaOverride&) = delete;
+  IsaOverride& operator=(const IsaOverride&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+// KOKKOS alone on one core: fp32 (the widest variant), bf16 on the
+// AVX512-BF16 path and bf16 on the AVX-512F path, with the fp32 and bf16
+// dot-product peaks of the same core.
+int run_dtypes(std::int64_t max_tokens) {
+  const FmaPeak peak = measure_fma_peak();
+  const double bf16_peak = measure_bf16_dot_peak();
+  const bool has_bf16_dot = bf16_peak > 0.0;
+  std::printf("## Machine\n\n");
+  std::printf("- CPU: %s, %ld online cores (the benchmark uses one)\n", peak.cpu_model.c_str(),
+              sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("- KOKKOS kernel (fp32 runs): %s\n", kokkos_kernel_info().c_str());
+  std::printf("- One core's peak (thread CPU time): fp32 FMA (%s) %.1f GFLOP/s; bf16 dot product (vdpbf16ps) %s\n\n",
+              peak.isa.c_str(), peak.gflops,
+              has_bf16_dot ? fmt::format("{:.1f} GFLOP/s", bf16_peak).c_str() : "not on this CPU");
+  std::printf(
+      "## KOKKOS by dtype, causal, H=16, dqk=192, dv=128, one core (median CPU ms; GFLOP/s per docs/contract.md "
+      "§7)\n\n");
+  std::printf(
+      "Errors: relative norm error against fp64 on sampled rows (every 61st query and each sequence's last, "
+      "heads 0 and 15) of the inputs the run read (fp32, or their bf16 roundings).\n\n");
+  std::printf(
+      "| case | tokens | fp32 ms | fp32 GFLOP/s | %% of FMA peak | fp32 error | bf16 avx512_bf16 ms | GFLOP/s | "
+      "bf16 / fp32 | error | bf16 avx512 ms | GFLOP/s | bf16 / fp32 | error |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<Case> cases = {{"causal 1024", {1024}},
+                             {"causal 2048", {2048}},
+                             {"causal 4096", {4096}},
+                             {"causal 8192", {8192}},
+                             {"varlen 4 seqs", {1536, 3072, 2560, 1024}}};
+  std::erase_if(cases, [&](const Case& c) {
+    return std::accumulate(c.lengths.begin(), c.lengths.end(), std::int64_t{0}) > max_tokens;
+  });
+  for (const Case& c : cases) {
+    Problem problem(c.lengths);
+    const double flops = causal_flops(c.lengths);
+    const int repeats = problem.tokens >= 8192 ? 2 : problem.tokens >= 4096 ? 3 : 5;
+    const auto rate = [&](const Timing& t) { return flops / t.cpu_ms / 1e6; };
+    std::unique_ptr<PrefillBackend> keep;
+    Timing fp32;
+    {
+      const IsaOverride widest(nullptr);
+      fp32 = median_timing(make_runner("KOKKOS", problem, keep, DType::float32), repeats);
+    }
+    const double fp32_error = sampled_error(problem, false);
+    std::string dot_cells = "- | - | - | -";
+    if (has_bf16_dot) {
+      const IsaOverride dot("avx512_bf16");
+      const Timing t = median_timing(make_runner("KOKKOS", problem, keep, DType::bfloat16), repeats);
+      dot_cells = fmt::format("{:.1f} | {:.1f} | {:.2f}x | {:.1e}", t.cpu_ms, rate(t), fp32.cpu_ms / t.cpu_ms,
+                              sampled_error(problem, true));
+    }
+    std::string fma_cells = "- | - | - | -";
+    if (std::string(peak.isa) == "avx512f") {
+      const IsaOverride fma("avx512");
+      problem.out16.assign(problem.out16.size(), 0x7fc0);
+      const Timing t = median_timing(make_runner("KOKKOS", problem, keep, DType::bfloat16), repeats);
+      fma_cells = fmt::format("{:.1f} | {:.1f} | {:.2f}x | {:.1e}", t.cpu_ms, rate(t), fp32.cpu_ms / t.cpu_ms,
+                              sampled_error(problem, true));
+    }
+    std::printf("| %s (%s) | %lld | %.1f | %.1f | %.0f%% | %.1e | %s | %s |\n", c.name.c_str(),
+                lengths_text(c.lengths).c_str(), static_cast<long long>(problem.tokens), fp32.cpu_ms, rate(fp32),
+                100.0 * rate(fp32) / peak.gflops, fp32_error, dot_cells.c_str(), fma_cells.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace mla::bench
 
@@ -304,18 +495,22 @@ int main(int argc, char** argv) {
       return mla::bench::memory_child(argv[2], std::atoi(argv[3]));
     }
     bool quick = false;
+    bool dtypes = false;
     std::int64_t max_tokens = 8192;
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       if (arg == "--quick") {
         quick = true;
+      } else if (arg == "--dtypes") {
+        dtypes = true;
       } else if (arg == "--max-tokens" && i + 1 < argc) {
         max_tokens = std::atoll(argv[++i]);
       } else {
-        std::fprintf(stderr, "usage: %s [--quick] [--max-tokens N]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [--quick | --dtypes] [--max-tokens N]\n", argv[0]);
         return 2;
       }
     }
+    if (dtypes) return mla::bench::run_dtypes(max_tokens);
     return mla::bench::run_table("/proc/self/exe", quick, max_tokens);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mla-bench-cpu: %s\n", e.what());

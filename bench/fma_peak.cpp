@@ -5,7 +5,14 @@
 
 #include <time.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -69,6 +76,42 @@ __attribute__((target("avx2,fma"))) float fma_loop_avx2(long iterations, float m
 #endif
 float fma_loop_plain(long iterations, float mul, float seed) { MLA_FMA_LOOP(Vec4); }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The same 12 chains with vdpbf16ps: each instruction adds, per fp32 lane,
+// the products of two bf16 pairs (4 flops per lane). The operands hold
+// 2^-10 in every bf16 half, so the sums grow by 2^-19 per step and stay
+// normal and finite.
+__attribute__((target("avx512f,avx512bf16"))) float bf16_dot_loop(long iterations) {
+  const std::uint32_t pair = 0x3a803a80u;  // two bf16 2^-10
+  float pair_bits = 0.0f;
+  std::memcpy(&pair_bits, &pair, sizeof pair_bits);
+  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_ps(pair_bits));
+  __m512 a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (long step = 0; step < iterations; ++step) {
+    a[0] = _mm512_dpbf16_ps(a[0], x, x);
+    a[1] = _mm512_dpbf16_ps(a[1], x, x);
+    a[2] = _mm512_dpbf16_ps(a[2], x, x);
+    a[3] = _mm512_dpbf16_ps(a[3], x, x);
+    a[4] = _mm512_dpbf16_ps(a[4], x, x);
+    a[5] = _mm512_dpbf16_ps(a[5], x, x);
+    a[6] = _mm512_dpbf16_ps(a[6], x, x);
+    a[7] = _mm512_dpbf16_ps(a[7], x, x);
+    a[8] = _mm512_dpbf16_ps(a[8], x, x);
+    a[9] = _mm512_dpbf16_ps(a[9], x, x);
+    a[10] = _mm512_dpbf16_ps(a[10], x, x);
+    a[11] = _mm512_dpbf16_ps(a[11], x, x);
+  }
+  __m512 total = a[0];
+  for (int i = 1; i < kChains; ++i) total = _mm512_add_ps(total, a[i]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, total);
+  float sum = 0.0f;
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+#endif
+
 std::string cpuinfo_field(const std::string& key) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -81,7 +124,42 @@ std::string cpuinfo_field(const std::string& key) {
   return "";
 }
 
+// Thread CPU time, so time slices taken by other processes do not count.
+double cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 }  // namespace
+
+double measure_bf16_dot_peak(double seconds) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
+  // Called through a volatile pointer: the loop has no side effects, so a
+  // direct call with the same count may be computed once for all runs.
+  float (*volatile loop)(long) = bf16_dot_loop;
+  long iterations = 1000;
+  volatile float sink = 0.0f;
+  for (;;) {
+    const double t0 = cpu_seconds();
+    sink = sink + loop(iterations);
+    if (cpu_seconds() - t0 > seconds / 4) break;
+    iterations *= 4;
+  }
+  double best = 0.0;
+  for (int run = 0; run < 3; ++run) {
+    const double t0 = cpu_seconds();
+    sink = sink + loop(iterations);
+    const double elapsed = cpu_seconds() - t0;
+    best = std::max(best, 4.0 * 16 * kChains * static_cast<double>(iterations) / elapsed / 1e9);
+  }
+  return best;
+#else
+  (void)seconds;
+  return 0.0;
+#endif
+}
 
 FmaPeak measure_fma_peak(double seconds) {
   FmaPeak peak;
@@ -101,12 +179,6 @@ FmaPeak measure_fma_peak(double seconds) {
 #endif
   // Calibrate the iteration count to the requested time, then keep the best.
   long iterations = 1000;
-  // Thread CPU time, so time slices taken by other processes do not count.
-  const auto cpu_seconds = [] {
-    timespec now{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-    return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-  };
   volatile float sink = 0.0f;
   for (;;) {
     const double t0 = cpu_seconds();

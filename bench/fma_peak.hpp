@@ -17,4 +17,8 @@ struct FmaPeak {
 // `seconds` of thread CPU time and reports the best of three runs.
 FmaPeak measure_fma_peak(double seconds = 0.3);
 
+// The same for AVX512-BF16's vdpbf16ps (bf16 pair products summed into fp32
+// lanes), in GFLOP/s counting 2 flops per product; 0 when the CPU lacks it.
+double measure_bf16_dot_peak(double seconds = 0.3);
+
 }  // namespace mla::bench

@@ -28,7 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "avx512_block.hpp"
+#include "flash_bf16.hpp"
 #include "flash_config.hpp"
+#include "flash_work.hpp"
 #include "host_parallel.hpp"
 #include "hot_loops.hpp"
 #include "kokkos_views.hpp"
@@ -38,14 +41,6 @@ namespace mla::kokkos {
 namespace {
 
 constexpr float kLn2 = 0.6931471805599453f;
-
-KOKKOS_INLINE_FUNCTION int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-struct WorkItem {
-  int sequence;
-  int q_tile;
-  int head;
-};
 
 // Offsets (in floats) of the scratch arrays of one work item.
 struct ScratchLayout {
@@ -126,19 +121,29 @@ struct FlashKernel {
     for (int kv_first = 0; kv_first < keys; kv_first += kBc) {
       const int cols = imin(kBc, keys - kv_first);
       stage_keys_values(scratch, k_begin + kv_first, cols, item.head);
-      scores(scratch, rows, cols);
-      // Query r sees key j of this tile iff j <= r + first_visible_shift.
+      // Query r sees key j of this tile iff j <= r + shift; `masked` when
+      // some query of the tile does not see some key of it.
       const int shift = tile_first + diagonal - kv_first;
-      softmax_update(scratch, rows, cols, causal && cols - 1 > shift, shift);
-      accumulate_values(scratch, rows, cols);
+      const bool masked = causal && cols - 1 > shift;
+      scores(scratch, rows, cols, masked, shift);
+      softmax_update(scratch, rows, cols, masked, shift);
+      accumulate_values(scratch, rows, cols, masked, shift);
     }
     store_output(scratch, q_begin + tile_first, rows, item.head);
   }
+
+  // Rows the staging loops ask for ahead of the one they copy, so several
+  // rows' misses overlap (each row is a separate stream of a few hundred
+  // bytes); 4 halved the copy's time on a 4k-token head, 8 did worse.
+  static constexpr int kStageAhead = 4;
 
   // qt[d][r] = q[token r][head][d] * q_multiplier; rows past the tile end are 0.
   void stage_queries(float* qt, int token, int rows, int head) const {
     const int dqk = layout.dqk;
     for (int r = 0; r < kBr; ++r) {
+      if (r + kStageAhead < rows && q.stride_2() == 1) {
+        prefetch_to_l1(&q(token + r + kStageAhead, head, 0), sizeof(In) * static_cast<std::size_t>(dqk));
+      }
       if (r < rows) {
         for (int d = 0; d < dqk; ++d) qt[d * kBr + r] = Element<kIn>::load(q(token + r, head, d)) * q_multiplier;
       } else {
@@ -158,13 +163,33 @@ struct FlashKernel {
     for (int j = 0; j < round_up(cols, kRb); ++j) {
       float* k_row = kr + j * dqk;
       if (j < cols) {
-        for (int d = 0; d < dqk; ++d) k_row[d] = Element<kIn>::load(k(token + j, head, d));
+        if (j + kStageAhead < cols && k.stride_2() == 1 && v.stride_2() == 1) {
+          prefetch_to_l1(&k(token + j + kStageAhead, head, 0), sizeof(In) * static_cast<std::size_t>(dqk));
+          prefetch_to_l1(&v(token + j + kStageAhead, head, 0), sizeof(In) * static_cast<std::size_t>(dv));
+        }
+        Hot::template load_row<kIn>(k_row, &k(token + j, head, 0), static_cast<std::ptrdiff_t>(k.stride_2()), dqk);
         float* v_row = vr + j * dv_padded;
-        for (int c = 0; c < dv; ++c) v_row[c] = Element<kIn>::load(v(token + j, head, c));
+        Hot::template load_row<kIn>(v_row, &v(token + j, head, 0), static_cast<std::ptrdiff_t>(v.stride_2()), dv);
         for (int c = dv; c < dv_padded; ++c) v_row[c] = 0.0f;
       } else {
         for (int d = 0; d < dqk; ++d) k_row[d] = 0.0f;
       }
+    }
+  }
+
+  // One kRb x kNc register block of either product (micro_gemm_body's
+  // contract); the avx512 variant's is written with intrinsics.
+  static void gemm_block(const float* a, int a_row, int a_depth, const float* b, int ldb, int depth, float* c, int ldc,
+                         const float* row_scale) {
+#if MLA_KOKKOS_ISA_DISPATCH
+    if constexpr (kIsa == HostIsa::avx512 && kNc == 32) {
+      return avx512::fma_block<kRb>(a, a_row, a_depth, b, ldb, depth, c, ldc, row_scale);
+    }
+#endif
+    if (row_scale != nullptr) {
+      Hot::template micro_gemm<kRb, kNc>(a, a_row, a_depth, b, ldb, depth, c, ldc, row_scale);
+    } else {
+      Hot::template micro_gemm<kRb, kNc>(a, a_row, a_depth, b, ldb, depth, c, ldc, nullptr);
     }
   }
 
@@ -176,7 +201,10 @@ struct FlashKernel {
   // st[j][r] = sum_d kr[j][d] * qt[d][r]: register blocks of kRb keys x kNc
   // queries. The block index runs over keys fastest, so one kNc-wide column
   // slice of qt (dqk x kNc floats) is reused from L1 by every key block.
-  void scores(float* scratch, int rows, int cols) const {
+  // In a masked tile, blocks whose keys no query of the block sees are
+  // skipped: softmax_block_body sets those scores to -inf before reading
+  // them.
+  void scores(float* scratch, int rows, int cols, bool masked, int shift) const {
     const float* kr = scratch + layout.kr;
     const float* qt = scratch + layout.qt;
     float* st = scratch + layout.st;
@@ -186,7 +214,8 @@ struct FlashKernel {
     for (int block = 0; block < key_blocks * query_blocks; ++block) {
       const int j = (block % key_blocks) * kRb;
       const int r = (block / key_blocks) * kNc;
-      Hot::template micro_gemm<kRb, kNc>(kr + j * dqk, dqk, 1, qt + r, kBr, dqk, st + j * kBr + r, kBr, nullptr);
+      if (masked && j > r + kNc - 1 + shift) continue;
+      gemm_block(kr + j * dqk, dqk, 1, qt + r, kBr, dqk, st + j * kBr + r, kBr, nullptr);
     }
   }
 
@@ -203,7 +232,9 @@ struct FlashKernel {
   }
 
   // acc[r][:] = acc[r][:] * row_alpha[r] + sum_j st[j][r] * vr[j][:].
-  void accumulate_values(float* scratch, int rows, int cols) const {
+  // In a masked tile a block's depth ends after the last key its queries
+  // see: the keys after it have P = 0 exactly, so the sums are the same.
+  void accumulate_values(float* scratch, int rows, int cols, bool masked, int shift) const {
     const float* st = scratch + layout.st;
     const float* vr = scratch + layout.vr;
     const float* row_alpha = scratch + layout.row_alpha;
@@ -214,8 +245,8 @@ struct FlashKernel {
     for (int block = 0; block < query_blocks * value_blocks; ++block) {
       const int r = (block % query_blocks) * kRb;
       const int c = (block / query_blocks) * kNc;
-      Hot::template micro_gemm<kRb, kNc>(st + r, 1, kBr, vr + c, dv_padded, cols, acc + r * dv_padded + c, dv_padded,
-                                         row_alpha + r);
+      const int depth = masked ? imin(cols, imax(0, r + kRb + shift)) : cols;
+      gemm_block(st + r, 1, kBr, vr + c, dv_padded, depth, acc + r * dv_padded + c, dv_padded, row_alpha + r);
     }
   }
 
@@ -236,48 +267,6 @@ struct FlashKernel {
     }
   }
 };
-
-// The work list. Items are grouped by (sequence, head), longest group first,
-// and within a group ordered by the number of keys they visit, most first.
-// Strict longest-first across heads would interleave the heads, so every
-// item would stream its head's K/V from memory; grouped, consecutive items
-// reread one head's K/V from cache. The list still ends on the shortest
-// items of the shortest sequences, which is what dynamic scheduling needs
-// to finish without a long straggler.
-std::vector<WorkItem> build_work_list(const AttentionProblem& problem, int heads, int rows_q) {
-  const auto& cu_q = *problem.cu_q;
-  const auto& cu_k = *problem.cu_k;
-  struct Costed {
-    std::int64_t group_keys;  // keys of the group's longest item
-    std::int64_t keys;
-    WorkItem item;
-  };
-  std::vector<Costed> items;
-  for (int b = 0; b + 1 < static_cast<int>(cu_q.size()); ++b) {
-    const int sq = cu_q[b + 1] - cu_q[b];
-    const int sk = cu_k[b + 1] - cu_k[b];
-    auto keys_of = [&](int tile) -> std::int64_t {
-      const int last = std::min(sq, (tile + 1) * rows_q) - 1;
-      return numeric::causal_key_end(last, sq, sk, problem.causal);
-    };
-    const int tiles = (sq + rows_q - 1) / rows_q;
-    if (tiles == 0) continue;
-    const std::int64_t group_keys = keys_of(tiles - 1);
-    for (int h = 0; h < heads; ++h) {
-      for (int tile = tiles - 1; tile >= 0; --tile) items.push_back({group_keys, keys_of(tile), {b, tile, h}});
-    }
-  }
-  std::stable_sort(items.begin(), items.end(), [](const Costed& a, const Costed& b) {
-    if (a.group_keys != b.group_keys) return a.group_keys > b.group_keys;
-    if (a.item.sequence != b.item.sequence) return a.item.sequence < b.item.sequence;
-    if (a.item.head != b.item.head) return a.item.head < b.item.head;
-    return a.keys > b.keys;
-  });
-  std::vector<WorkItem> work;
-  work.reserve(items.size());
-  for (const Costed& costed : items) work.push_back(costed.item);
-  return work;
-}
 
 template <DType kIn, DType kOut, HostIsa kIsa>
 void launch(const AttentionProblem& problem) {
@@ -318,6 +307,7 @@ void launch_for_input(const AttentionProblem& problem) {
 #if MLA_KOKKOS_ISA_DISPATCH
   switch (selected_host_isa()) {
     case HostIsa::avx512:
+      if (kIn == DType::bfloat16 && selected_bf16_dot()) return flash_attention_bf16_dot(problem);
       return launch_for_output<kIn, HostIsa::avx512>(problem);
     case HostIsa::avx2:
       return launch_for_output<kIn, HostIsa::avx2>(problem);

@@ -1,6 +1,7 @@
 #include "host_isa.hpp"
 
 #include <cstdlib>
+#include <iterator>
 
 #include "mla/error.hpp"
 
@@ -8,17 +9,52 @@ namespace mla::kokkos {
 
 namespace {
 
-constexpr HostIsa kAll[] = {HostIsa::baseline, HostIsa::avx2, HostIsa::avx512};
+// The names MLA_KOKKOS_ISA accepts: the three variants, and the avx512
+// variant with its bf16 dot-product path.
+struct NamedVariant {
+  std::string_view name;
+  HostIsa isa;
+  bool bf16_dot;
+};
+constexpr NamedVariant kNamed[] = {{"baseline", HostIsa::baseline, false},
+                                   {"avx2", HostIsa::avx2, false},
+                                   {"avx512", HostIsa::avx512, false},
+                                   {"avx512_bf16", HostIsa::avx512, true}};
 
-// The variants' names, comma-separated; only those this CPU runs if asked.
+bool supported(const NamedVariant& variant) {
+  return variant.bf16_dot ? host_bf16_dot_supported() : host_isa_supported(variant.isa);
+}
+
+// The names, comma-separated; only those this CPU runs if asked.
 std::string variant_list(bool only_supported) {
   std::string names;
-  for (HostIsa isa : kAll) {
-    if (only_supported && !host_isa_supported(isa)) continue;
+  for (const NamedVariant& variant : kNamed) {
+    if (only_supported && !supported(variant)) continue;
     if (!names.empty()) names += ", ";
-    names += host_isa_name(isa);
+    names += variant.name;
   }
   return names;
+}
+
+// The variant MLA_KOKKOS_ISA names (checked), or the widest supported one.
+NamedVariant selected_variant() {
+  if (const char* requested = requested_host_isa()) {
+    for (const NamedVariant& variant : kNamed) {
+      if (variant.name != requested) continue;
+      if (!supported(variant)) {
+        raise(ErrorCategory::config, std::string("MLA_KOKKOS_ISA=") + requested +
+                                         ": this CPU or build cannot run it; supported here: " + variant_list(true));
+      }
+      return variant;
+    }
+    raise(ErrorCategory::config, std::string("MLA_KOKKOS_ISA=") + requested +
+                                     " is not a KOKKOS kernel variant; valid: " + variant_list(false) +
+                                     " (supported here: " + variant_list(true) + ")");
+  }
+  for (auto it = std::rbegin(kNamed); it != std::rend(kNamed); ++it) {
+    if (supported(*it)) return *it;
+  }
+  return kNamed[0];
 }
 
 }  // namespace
@@ -55,24 +91,16 @@ bool host_isa_supported(HostIsa isa) {
 #endif
 }
 
-HostIsa selected_host_isa() {
-  if (const char* requested = requested_host_isa()) {
-    for (HostIsa isa : kAll) {
-      if (host_isa_name(isa) != requested) continue;
-      if (!host_isa_supported(isa)) {
-        raise(ErrorCategory::config, std::string("MLA_KOKKOS_ISA=") + requested +
-                                         ": this CPU or build cannot run it; supported here: " + variant_list(true));
-      }
-      return isa;
-    }
-    raise(ErrorCategory::config, std::string("MLA_KOKKOS_ISA=") + requested +
-                                     " is not a KOKKOS kernel variant; valid: " + variant_list(false) +
-                                     " (supported here: " + variant_list(true) + ")");
-  }
-  for (HostIsa isa : {HostIsa::avx512, HostIsa::avx2}) {
-    if (host_isa_supported(isa)) return isa;
-  }
-  return HostIsa::baseline;
+bool host_bf16_dot_supported() {
+#if MLA_KOKKOS_ISA_DISPATCH
+  return host_isa_supported(HostIsa::avx512) && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
 }
+
+HostIsa selected_host_isa() { return selected_variant().isa; }
+
+bool selected_bf16_dot() { return selected_variant().bf16_dot; }
 
 }  // namespace mla::kokkos

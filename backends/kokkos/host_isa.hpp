@@ -38,9 +38,23 @@ bool host_isa_supported(HostIsa isa);
 const char* requested_host_isa();
 
 // The variant the kernel runs: the widest supported one, or the one named by
-// MLA_KOKKOS_ISA (baseline, avx2, avx512), which may only lower it. An unknown
-// name, or one this CPU cannot run, raises Error(config) naming the variable,
-// the value and the choices. Read on every call so that tests can switch it.
+// MLA_KOKKOS_ISA (baseline, avx2, avx512, avx512_bf16), which may only lower
+// it; avx512_bf16 runs the avx512 variant (see selected_bf16_dot). An
+// unknown name, or one this CPU cannot run, raises Error(config) naming the
+// variable, the value and the choices. Read on every call so that tests can
+// switch it.
 HostIsa selected_host_isa();
+
+// Whether this CPU and OS can run the avx512 variant's bf16 path, whose two
+// attention products are AVX512-BF16 dot products (vdpbf16ps: bf16 pairs
+// multiplied and summed into fp32 lanes at twice the FMA rate); false when
+// the build has no dispatch.
+bool host_bf16_dot_supported();
+
+// Whether bf16 inputs take that path: by default when the CPU supports it,
+// and when MLA_KOKKOS_ISA is avx512_bf16; never when it names another
+// variant, so MLA_KOKKOS_ISA=avx512 runs bf16 through fp32 FMAs. Errors as
+// selected_host_isa.
+bool selected_bf16_dot();
 
 }  // namespace mla::kokkos

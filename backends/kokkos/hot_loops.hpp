@@ -1,13 +1,16 @@
 // The two loops where the KOKKOS kernel spends its time, the register-blocked
-// micro-GEMM (both attention products) and the online-softmax update, compiled
+// micro-GEMM (both attention products), the online-softmax update and the
+// staging of K and V rows, compiled
 // once per kernel variant (host_isa.hpp) as out-of-line functions:
-// HotLoops<isa>::micro_gemm and HotLoops<isa>::softmax_block.
+// HotLoops<isa>::micro_gemm, softmax_block and load_row.
 //
 // Each variant is the same always-inline body wrapped in a function carrying
 // the variant's target attribute, so the compiler vectorises it for that ISA
 // while the rest of the translation unit stays baseline code. Keeping them out
 // of line also gives each the same code wherever it is called from.
 #pragma once
+
+#include <cstddef>
 
 #include "flash_math.hpp"
 #include "host_isa.hpp"
@@ -62,6 +65,19 @@ KOKKOS_FORCEINLINE_FUNCTION void softmax_block_body(float* st, float* row_max, f
   }
 }
 
+// dst[i] = the fp32 value of src[i * stride], i < n: one staged row of K or
+// V. A unit stride gets its own loop, which the compiler vectorises.
+template <DType kIn>
+KOKKOS_FORCEINLINE_FUNCTION void load_row_body(float* KOKKOS_RESTRICT dst,
+                                               const typename numeric::Element<kIn>::Storage* KOKKOS_RESTRICT src,
+                                               std::ptrdiff_t stride, int n) {
+  if (stride == 1) {
+    for (int i = 0; i < n; ++i) dst[i] = numeric::Element<kIn>::load(src[i]);
+  } else {
+    for (int i = 0; i < n; ++i) dst[i] = numeric::Element<kIn>::load(src[i * stride]);
+  }
+}
+
 template <HostIsa kIsa>
 struct HotLoops;
 
@@ -93,6 +109,10 @@ struct HotLoops;
     template <int kBr, int kNc, class... Args>                                         \
     LOOP MLA_KOKKOS_NOINLINE KOKKOS_FUNCTION static void softmax_block(Args... args) { \
       softmax_block_body<kBr, kNc>(args...);                                           \
+    }                                                                                  \
+    template <DType kIn, class... Args>                                                \
+    LOOP MLA_KOKKOS_NOINLINE KOKKOS_FUNCTION static void load_row(Args... args) {      \
+      load_row_body<kIn>(args...);                                                     \
     }                                                                                  \
   }
 

@@ -49,7 +49,9 @@ void KokkosBackend::attention(const detail::HostAttentionProblem& problem) {
 std::string KokkosBackend::kernel_info() const {
   try {
     const HostIsa isa = selected_host_isa();
+    const bool bf16_dot = selected_bf16_dot();
     return std::string(host_isa_name(isa)) + " variant" +
+           (bf16_dot ? ", bf16 products on AVX512-BF16 (avx512_bf16)" : "") +
            (requested_host_isa() != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)");
   } catch (const Error& error) {
     return error.what();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -20,12 +21,15 @@ inline BackendParams kokkos_params(MlaDims dims, int heads, DType dtype) {
   return params;
 }
 
-// Causal new tokens with per-sequence query and key lengths; KOKKOS output
-// (into a NaN-poisoned buffer) and LSE compared with REFERENCE.
+// New tokens with per-sequence query and key lengths (causal unless told);
+// KOKKOS output (into a NaN-poisoned buffer) and LSE compared with
+// REFERENCE, by default to the contract's tolerance of the dtype.
 inline ::testing::AssertionResult kokkos_matches_reference(const BackendParams& params, const std::vector<int>& q_lens,
-                                                           const std::vector<int>& k_lens, std::uint64_t seed) {
+                                                           const std::vector<int>& k_lens, std::uint64_t seed,
+                                                           std::optional<Tolerance> tolerance = std::nullopt,
+                                                           bool causal = true) {
   Queue queue = Queue::host();
-  const PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, k_lens);
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, k_lens, causal);
   const std::int64_t nq = meta.num_q_tokens(), nk = meta.num_k_tokens(), heads = params.num_heads;
   const std::int64_t dqk = params.dims.qk_head_dim(), dv = params.dims.v_head_dim;
   std::mt19937_64 rng(seed);
@@ -42,7 +46,7 @@ inline ::testing::AssertionResult kokkos_matches_reference(const BackendParams& 
   auto reference = detail::reference_backend_entry().factory(params);
   reference->prepare(queue, meta);
   const AttentionResult ref = reference->run_new_tokens(queue, q.view(), k.view(), v.view(), scale, true);
-  return results_match(got.out, got.lse, ref.out, ref.lse, tolerance_for(params.dtype));
+  return results_match(got.out, got.lse, ref.out, ref.lse, tolerance.value_or(tolerance_for(params.dtype)));
 }
 
 }  // namespace mla::testing
