@@ -50,7 +50,8 @@ std::string KokkosBackend::kernel_info() const {
   try {
     const HostIsa isa = selected_host_isa();
     return std::string(host_isa_name(isa)) + " variant" +
-           (requested_host_isa() != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)");
+           (requested_host_isa() != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)") + "; " +
+           projection_info();
   } catch (const Error& error) {
     return error.what();
   }
