@@ -3,7 +3,7 @@
 // Work is split the backend's way, not oneDNN's: one work item per (block of
 // onednn_block_tokens tokens, head), spread over the Kokkos threads by
 // for_each_item, and each item runs one single-threaded oneDNN GEMM (the
-// head's keys and values) of one fixed shape. So oneDNN never starts
+// head's keys and values) of one fixed shape, on weights packed once per call. So oneDNN never starts
 // threads of its own beside the backend's, and a token's keys are the same
 // bits whatever the thread count or the tokens around it: a oneDNN GEMM sums
 // over the latent index in an order fixed by its shape (K blocking, and a
@@ -75,34 +75,71 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// One GEMM shape: [block tokens, depth] latents times the [depth, n] slice
-// of kv_b_proj^T (a row of kv_b_proj every ldw elements) into a
-// [block tokens, n] destination with rows ldc elements apart.
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  // Each thread brings its own scratch: no state shared between items.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// One GEMM shape: [block tokens, depth] latents times a [depth, n] slice of
+// kv_b_proj^T into a contiguous [block tokens, n] block. The weights are in
+// oneDNN's own layout (packed once per call and head, `Pack`): the GEMM would
+// otherwise repack its slice on every call, which costs bf16 about 9%.
 struct Gemm {
   dnnl::matmul::primitive_desc desc;
   dnnl::matmul primitive;
   std::size_t scratch_bytes = 0;
 
-  Gemm(memory::data_type type, std::int64_t depth, std::int64_t ldw, std::int64_t n, std::int64_t ldc) {
+  Gemm(memory::data_type type, std::int64_t depth, std::int64_t n) {
     const memory::desc a({onednn_block_tokens, depth}, type, memory::dims{depth, 1});
-    const memory::desc b({depth, n}, type, memory::dims{1, ldw});
-    const memory::desc c({onednn_block_tokens, n}, type, memory::dims{ldc, 1});
-    dnnl::primitive_attr attr;
-    // Each thread brings its own scratch: no state shared between items.
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    desc = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+    const memory::desc b({depth, n}, type, memory::format_tag::any);
+    const memory::desc c({onednn_block_tokens, n}, type, memory::dims{n, 1});
+    desc = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), user_scratchpad(), cpu_engine());
     primitive = dnnl::matmul(desc);
     scratch_bytes = desc.scratchpad_desc().get_size();
   }
 
-  void run(dnnl::stream& stream, const void* a, const void* b, void* c, void* scratch) const {
+  void run(const void* a, const void* packed_b, void* c, void* scratch) const {
     const dnnl::engine& engine = cpu_engine();
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(desc.src_desc(), engine, const_cast<void*>(a))},
-                                         {DNNL_ARG_WEIGHTS, memory(desc.weights_desc(), engine, const_cast<void*>(b))},
-                                         {DNNL_ARG_DST, memory(desc.dst_desc(), engine, c)}};
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(desc.src_desc(), engine, const_cast<void*>(a))},
+        {DNNL_ARG_WEIGHTS, memory(desc.weights_desc(), engine, const_cast<void*>(packed_b))},
+        {DNNL_ARG_DST, memory(desc.dst_desc(), engine, c)}};
     if (scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(desc.scratchpad_desc(), engine, scratch));
-    primitive.execute(stream, args);
-    stream.wait();
+    primitive.execute(thread_stream(), args);
+    thread_stream().wait();
+  }
+};
+
+// Copies a [depth, n] slice of kv_b_proj^T (a row of kv_b_proj every ldw
+// elements) into the GEMM's weight layout: data movement only, no rounding.
+struct Pack {
+  dnnl::reorder::primitive_desc desc;
+  dnnl::reorder primitive;
+  std::size_t bytes = 0, scratch_bytes = 0;
+
+  Pack(const Gemm& gemm, memory::data_type type, std::int64_t depth, std::int64_t ldw, std::int64_t n) {
+    const memory::desc plain({depth, n}, type, memory::dims{1, ldw});
+    desc =
+        dnnl::reorder::primitive_desc(cpu_engine(), plain, cpu_engine(), gemm.desc.weights_desc(), user_scratchpad());
+    primitive = dnnl::reorder(desc);
+    bytes = gemm.desc.weights_desc().get_size();
+    scratch_bytes = desc.scratchpad_desc().get_size();
+  }
+
+  void run(const void* plain, void* packed, void* scratch) const {
+    const dnnl::engine& engine = cpu_engine();
+    std::unordered_map<int, memory> args{{DNNL_ARG_FROM, memory(desc.src_desc(), engine, const_cast<void*>(plain))},
+                                         {DNNL_ARG_TO, memory(desc.dst_desc(), engine, packed)}};
+    if (scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(desc.scratchpad_desc(), engine, scratch));
+    primitive.execute(thread_stream(), args);
+    thread_stream().wait();
   }
 };
 
@@ -159,31 +196,34 @@ std::string project_latents_onednn(const TensorView& latents, const TensorView& 
 
   // kv_b_proj as it is when it already has the GEMM's dtype and unit stride
   // along the latent index; else a converted copy, [H*(P+V), L].
-  std::vector<std::byte> converted_w;
+  // The calling thread keeps this call's buffers for its next calls: fresh
+  // ones would cost their page faults again each call (about 5% at 1k tokens).
+  thread_local ThreadBuffer converted_w, rows_buffer, packed_buffer;
   const void* weights = w.data;
   std::int64_t ldw = w.stride[0];
-  const bool convert_weights = w.dtype != type || w.stride[1] != 1;
-  if (convert_weights) {
-    converted_w.resize(static_cast<std::size_t>(w.size(0) * depth) * element);
-    weights = converted_w.data();
+  std::byte* converted = nullptr;
+  if (w.dtype != type || w.stride[1] != 1) {
+    converted = converted_w.at_least(static_cast<std::size_t>(w.size(0) * depth) * element);
+    weights = converted;
     ldw = depth;
   }
   // The latents as contiguous rows of the GEMM's dtype, padded with zero rows
   // to whole blocks.
   const std::int64_t blocks = (tokens + onednn_block_tokens - 1) / onednn_block_tokens;
-  std::vector<std::byte> rows(static_cast<std::size_t>(blocks * onednn_block_tokens * depth) * element);
+  std::byte* const rows =
+      rows_buffer.at_least(static_cast<std::size_t>(blocks * onednn_block_tokens * depth) * element);
   const std::int64_t weight_rows_per_item = (w.size(0) + blocks - 1) / blocks;
   for_each_item("mla_kokkos_project_latents_convert", blocks, [&](std::int64_t block) {
     const std::int64_t t0 = block * onednn_block_tokens;
     const std::int64_t valid = std::min(onednn_block_tokens, tokens - t0);
-    std::byte* block_rows = rows.data() + static_cast<std::size_t>(t0 * depth) * element;
+    std::byte* block_rows = rows + static_cast<std::size_t>(t0 * depth) * element;
     convert_rows(latents, t0, valid, block_rows, type);
     std::memset(block_rows + static_cast<std::size_t>(valid * depth) * element, 0,
                 static_cast<std::size_t>((onednn_block_tokens - valid) * depth) * element);
-    if (!convert_weights) return;
+    if (converted == nullptr) return;
     const std::int64_t c0 = std::min(w.size(0), block * weight_rows_per_item);
     convert_rows(w, c0, std::min(weight_rows_per_item, w.size(0) - c0),
-                 converted_w.data() + static_cast<std::size_t>(c0 * depth) * element, type);
+                 converted + static_cast<std::size_t>(c0 * depth) * element, type);
   });
 
   // One GEMM per item: the head's keys and values as one contiguous
@@ -194,29 +234,43 @@ std::string project_latents_onednn(const TensorView& latents, const TensorView& 
   // last, partial block would need a scratch with k's strides to get the same
   // kernel (and bits) as the full blocks.
   std::optional<Gemm> gemm;
+  std::optional<Pack> pack;
   try {
     const OneDnnOnThisThreadOnly one_thread;
-    gemm.emplace(onednn_type, depth, ldw, per_head, per_head);
+    gemm.emplace(onednn_type, depth, per_head);
+    pack.emplace(*gemm, onednn_type, depth, ldw, per_head);
   } catch (const dnnl::error& error) {
     return std::string("oneDNN has no ") + std::string(dtype_name(type)) + " matmul here: " + error.what();
   }
   const std::size_t block_bytes = static_cast<std::size_t>(onednn_block_tokens * per_head) * element;
+  std::byte* const packed = packed_buffer.at_least(pack->bytes * static_cast<std::size_t>(heads));
 
   std::atomic<bool> failed{false};
   std::string failure;
-  for_each_item("mla_kokkos_project_latents_onednn", blocks * heads, [&](std::int64_t item) {
+  const auto guarded = [&](auto&& body) {
     if (failed.load(std::memory_order_relaxed)) return;
-    const std::int64_t block = item / heads, head = item % heads, t0 = block * onednn_block_tokens;
-    const std::int64_t valid = std::min(onednn_block_tokens, tokens - t0);
     try {
       const OneDnnOnThisThreadOnly one_thread;
-      thread_local dnnl::stream stream(cpu_engine());
+      body();
+    } catch (const std::exception& error) {
+      if (!failed.exchange(true)) failure = error.what();
+    }
+  };
+  for_each_item("mla_kokkos_project_latents_pack", heads, [&](std::int64_t head) {
+    guarded([&] {
+      thread_local ThreadBuffer pack_scratch;
+      pack->run(static_cast<const std::byte*>(weights) + static_cast<std::size_t>(head * per_head * ldw) * element,
+                packed + pack->bytes * static_cast<std::size_t>(head), pack_scratch.at_least(pack->scratch_bytes));
+    });
+  });
+  for_each_item("mla_kokkos_project_latents_onednn", blocks * heads, [&](std::int64_t item) {
+    guarded([&] {
+      const std::int64_t block = item / heads, head = item % heads, t0 = block * onednn_block_tokens;
+      const std::int64_t valid = std::min(onednn_block_tokens, tokens - t0);
       thread_local ThreadBuffer out_block, gemm_scratch;
       std::byte* out = out_block.at_least(block_bytes);
-      const std::byte* a = rows.data() + static_cast<std::size_t>(t0 * depth) * element;
-      const auto* w_head =
-          static_cast<const std::byte*>(weights) + static_cast<std::size_t>(head * per_head * ldw) * element;
-      gemm->run(stream, a, w_head, out, gemm_scratch.at_least(gemm->scratch_bytes));
+      gemm->run(rows + static_cast<std::size_t>(t0 * depth) * element,
+                packed + pack->bytes * static_cast<std::size_t>(head), out, gemm_scratch.at_least(gemm->scratch_bytes));
       // Columns [from, from + n) of each valid row into dst[t0 + r, head, :n].
       const auto copy_rows = [&](const TensorView& dst, std::int64_t from, std::int64_t n) {
         auto* to = static_cast<std::byte*>(dst.data) + static_cast<std::size_t>(dst.offset(t0, head, 0)) * element;
@@ -228,9 +282,7 @@ std::string project_latents_onednn(const TensorView& latents, const TensorView& 
       };
       copy_rows(k, 0, p);
       copy_rows(v, p, v_dim);
-    } catch (const std::exception& error) {
-      if (!failed.exchange(true)) failure = error.what();
-    }
+    });
   });
   if (failed.load()) return std::string("oneDNN failed: ") + failure;
   return "";
