@@ -13,7 +13,7 @@
 // Threads: 1, and all of the Kokkos space's threads when it has several (the
 // cpu-openmp build; OMP_NUM_THREADS sets them). KOKKOS runs on one thread when
 // called from a thread other than the one that initialised Kokkos
-// (backends/kokkos/host_parallel.hpp); OpenBLAS and oneDNN are given the count
+// (backends/kokkos/host_parallel.hpp), here always the same one; OpenBLAS and oneDNN are given the count
 // (openblas_set_num_threads, omp_set_num_threads). GFLOP/s from the median of
 // the timed calls after one warm-up; 2 * T * L * H * (P+V) FLOP.
 //
@@ -27,11 +27,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -229,14 +231,61 @@ Contender onednn_contiguous(const Data& d) {
   return {"oneDNN matmul contiguous", run, read_rows(d, c), false};
 }
 
+// One thread that runs the jobs given to it, one at a time: KOKKOS' 1-thread
+// calls, made from a thread other than Kokkos' initialising one. The same
+// thread throughout, as an engine calls from one thread (KOKKOS keeps some
+// buffers per calling thread).
+class Worker {
+ public:
+  Worker() : thread_([this] { loop(); }) {}
+  ~Worker() {
+    run({});
+    thread_.join();
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Runs job on the worker and waits for it; an empty job ends the worker.
+  void run(std::function<void()> job) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    job_ = std::move(job);
+    pending_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return !pending_; });
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return pending_; });
+      const bool stop = !job_;
+      if (job_) job_();
+      pending_ = false;
+      changed_.notify_all();
+      if (stop) return;
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::function<void()> job_;
+  bool pending_ = false;
+  std::thread thread_;
+};
+
+// Set by run() for its duration, so that the worker ends before the
+// library's statics (oneDNN's engine) do.
+Worker* one_thread_worker = nullptr;
+
 // Runs f on `threads` threads: KOKKOS on the initialising thread (all of
-// Kokkos' threads) or on a thread of its own (one); the libraries on this
+// Kokkos' threads) or on the worker thread (one); the libraries on this
 // thread with their thread count set.
 template <class F>
 void on_threads(const Contender& c, int threads, F&& f) {
   if (c.kokkos) {
     if (threads == 1) {
-      std::thread(f).join();
+      one_thread_worker->run(f);
     } else {
       f();
     }
@@ -320,6 +369,8 @@ std::vector<std::int64_t> parse_list(const char* text) {
 }
 
 int run(const std::vector<std::int64_t>& heads_list, const std::vector<std::int64_t>& token_list, int repeats) {
+  Worker worker;
+  one_thread_worker = &worker;
   BackendParams params;
   params.dims = deepseek_dims;  // P, R, V = kP, kR, kV
   params.kv_lora_rank = kLatent;
@@ -347,6 +398,16 @@ int run(const std::vector<std::int64_t>& heads_list, const std::vector<std::int6
       "OpenBLAS contiguous | oneDNN contiguous | KOKKOS oneDNN / best into K/V | KOKKOS oneDNN / best "
       "contiguous |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::vector<std::string> invariance;
+  {
+    // Untimed: the first calls on all threads of a process ran slow in every
+    // trial on the shared machine, whatever came first; settle that here.
+    params.dtype = DType::float32;
+    params.num_heads = static_cast<int>(heads_list.front());
+    auto backend = mla_prefill_registry().resolve(MlaPrefillBackendKind::KOKKOS).factory(params);
+    const Data d(DType::float32, token_list.front(), heads_list.front());
+    (void)median_seconds({kokkos_projection(*backend, d, "onednn", "KOKKOS oneDNN"), onednn_contiguous(d)},
+                         thread_counts.back(), d, repeats);
+  }
   for (DType dtype : {DType::float32, DType::bfloat16}) {
     params.dtype = dtype;
     for (std::int64_t heads : heads_list) {

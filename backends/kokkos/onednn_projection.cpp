@@ -1,15 +1,19 @@
 // The MLA step's up-projection on oneDNN's matmul; see onednn_projection.hpp.
 //
-// Work is split the backend's way, not oneDNN's: one work item per (block of
-// onednn_block_tokens tokens, head), spread over the Kokkos threads by
-// for_each_item, and each item runs one single-threaded oneDNN GEMM (the
-// head's keys and values) of one fixed shape, on weights packed once per call. So oneDNN never starts
-// threads of its own beside the backend's, and a token's keys are the same
-// bits whatever the thread count or the tokens around it: a oneDNN GEMM sums
-// over the latent index in an order fixed by its shape (K blocking, and a
-// parallel K split only when it has several threads), and with one shape on
-// one thread every row is computed alike. Letting oneDNN thread one big GEMM
-// instead would choose its split from the token count and the thread count.
+// Work is split the backend's way, not oneDNN's: work items of (head, up to 8
+// blocks of onednn_block_tokens tokens), spread over the Kokkos threads by
+// for_each_item, and each block runs one single-threaded oneDNN GEMM (the
+// head's keys and values) of one fixed shape, on weights packed once per
+// item. So oneDNN never starts threads of its own beside the backend's, and a
+// token's keys are the same bits whatever the thread count or the tokens
+// around it: a oneDNN GEMM sums over the latent index in an order fixed by
+// its shape (K blocking, and a parallel K split only when it has several
+// threads), and with one shape on one thread every row is computed alike
+// (tests/kokkos/projection_test.cpp checks it). Letting oneDNN thread one big
+// GEMM instead would choose its split from the token count and the thread
+// count, and oneDNN's GEMM into strided rows (the key and value views) gives a
+// token alone other bits than the same token among others
+// (mla-bench-cpu-projection shows both).
 #include "onednn_projection.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -89,8 +93,8 @@ dnnl::primitive_attr user_scratchpad() {
 
 // One GEMM shape: [block tokens, depth] latents times a [depth, n] slice of
 // kv_b_proj^T into a contiguous [block tokens, n] block. The weights are in
-// oneDNN's own layout (packed once per call and head, `Pack`): the GEMM would
-// otherwise repack its slice on every call, which costs bf16 about 9%.
+// oneDNN's own layout (packed by `Pack` once for several blocks): the GEMM
+// would otherwise repack its slice on every call, which costs bf16 about 9%.
 struct Gemm {
   dnnl::matmul::primitive_desc desc;
   dnnl::matmul primitive;
@@ -194,11 +198,11 @@ std::string project_latents_onednn(const TensorView& latents, const TensorView& 
   const std::size_t element = dtype_size(type);
   const memory::data_type onednn_type = type == DType::float32 ? memory::data_type::f32 : memory::data_type::bf16;
 
-  // kv_b_proj as it is when it already has the GEMM's dtype and unit stride
-  // along the latent index; else a converted copy, [H*(P+V), L].
   // The calling thread keeps this call's buffers for its next calls: fresh
   // ones would cost their page faults again each call (about 5% at 1k tokens).
-  thread_local ThreadBuffer converted_w, rows_buffer, packed_buffer;
+  thread_local ThreadBuffer converted_w, rows_buffer;
+  // kv_b_proj as it is when it already has the GEMM's dtype and unit stride
+  // along the latent index; else a converted copy, [H*(P+V), L].
   const void* weights = w.data;
   std::int64_t ldw = w.stride[0];
   std::byte* converted = nullptr;
@@ -243,46 +247,45 @@ std::string project_latents_onednn(const TensorView& latents, const TensorView& 
     return std::string("oneDNN has no ") + std::string(dtype_name(type)) + " matmul here: " + error.what();
   }
   const std::size_t block_bytes = static_cast<std::size_t>(onednn_block_tokens * per_head) * element;
-  std::byte* const packed = packed_buffer.at_least(pack->bytes * static_cast<std::size_t>(heads));
 
   std::atomic<bool> failed{false};
   std::string failure;
-  const auto guarded = [&](auto&& body) {
+  // Items of up to kBlocksPerItem blocks of one head: the item packs the
+  // head's weights once into its thread's scratch (which stays in L2 while
+  // its blocks use it), and there are still enough items to keep every
+  // thread busy at a few thousand tokens.
+  constexpr std::int64_t kBlocksPerItem = 8;
+  const std::int64_t chunks = (blocks + kBlocksPerItem - 1) / kBlocksPerItem;
+  for_each_item("mla_kokkos_project_latents_onednn", heads * chunks, [&](std::int64_t item) {
     if (failed.load(std::memory_order_relaxed)) return;
     try {
       const OneDnnOnThisThreadOnly one_thread;
-      body();
+      const std::int64_t head = item / chunks, first_block = item % chunks * kBlocksPerItem;
+      thread_local ThreadBuffer packed, out_block, scratch;
+      std::byte* const head_weights = packed.at_least(pack->bytes);
+      std::byte* const gemm_scratch = scratch.at_least(std::max(pack->scratch_bytes, gemm->scratch_bytes));
+      pack->run(static_cast<const std::byte*>(weights) + static_cast<std::size_t>(head * per_head * ldw) * element,
+                head_weights, gemm_scratch);
+      std::byte* const out = out_block.at_least(block_bytes);
+      for (std::int64_t block = first_block; block < std::min(blocks, first_block + kBlocksPerItem); ++block) {
+        const std::int64_t t0 = block * onednn_block_tokens;
+        const std::int64_t valid = std::min(onednn_block_tokens, tokens - t0);
+        gemm->run(rows + static_cast<std::size_t>(t0 * depth) * element, head_weights, out, gemm_scratch);
+        // Columns [from, from + n) of each valid row into dst[t0 + r, head, :n].
+        const auto copy_rows = [&](const TensorView& dst, std::int64_t from, std::int64_t n) {
+          auto* to = static_cast<std::byte*>(dst.data) + static_cast<std::size_t>(dst.offset(t0, head, 0)) * element;
+          for (std::int64_t r = 0; r < valid; ++r) {
+            std::memcpy(to + static_cast<std::size_t>(r * dst.stride[0]) * element,
+                        out + static_cast<std::size_t>(r * per_head + from) * element,
+                        static_cast<std::size_t>(n) * element);
+          }
+        };
+        copy_rows(k, 0, p);
+        copy_rows(v, p, v_dim);
+      }
     } catch (const std::exception& error) {
       if (!failed.exchange(true)) failure = error.what();
     }
-  };
-  for_each_item("mla_kokkos_project_latents_pack", heads, [&](std::int64_t head) {
-    guarded([&] {
-      thread_local ThreadBuffer pack_scratch;
-      pack->run(static_cast<const std::byte*>(weights) + static_cast<std::size_t>(head * per_head * ldw) * element,
-                packed + pack->bytes * static_cast<std::size_t>(head), pack_scratch.at_least(pack->scratch_bytes));
-    });
-  });
-  for_each_item("mla_kokkos_project_latents_onednn", blocks * heads, [&](std::int64_t item) {
-    guarded([&] {
-      const std::int64_t block = item / heads, head = item % heads, t0 = block * onednn_block_tokens;
-      const std::int64_t valid = std::min(onednn_block_tokens, tokens - t0);
-      thread_local ThreadBuffer out_block, gemm_scratch;
-      std::byte* out = out_block.at_least(block_bytes);
-      gemm->run(rows + static_cast<std::size_t>(t0 * depth) * element,
-                packed + pack->bytes * static_cast<std::size_t>(head), out, gemm_scratch.at_least(gemm->scratch_bytes));
-      // Columns [from, from + n) of each valid row into dst[t0 + r, head, :n].
-      const auto copy_rows = [&](const TensorView& dst, std::int64_t from, std::int64_t n) {
-        auto* to = static_cast<std::byte*>(dst.data) + static_cast<std::size_t>(dst.offset(t0, head, 0)) * element;
-        for (std::int64_t r = 0; r < valid; ++r) {
-          std::memcpy(to + static_cast<std::size_t>(r * dst.stride[0]) * element,
-                      out + static_cast<std::size_t>(r * per_head + from) * element,
-                      static_cast<std::size_t>(n) * element);
-        }
-      };
-      copy_rows(k, 0, p);
-      copy_rows(v, p, v_dim);
-    });
   });
   if (failed.load()) return std::string("oneDNN failed: ") + failure;
   return "";
