@@ -27,9 +27,14 @@ file(STRINGS "${MLA_ONEDNN_INCLUDE_DIR}/oneapi/dnnl/dnnl_config.h" mla_onednn_ru
      REGEX "^#define DNNL_CPU_RUNTIME ")
 if(mla_onednn_runtime MATCHES "DNNL_RUNTIME_OMP")
   find_package(OpenMP COMPONENTS CXX QUIET)
-  if(NOT OpenMP_CXX_FOUND OR NOT "gomp" IN_LIST OpenMP_CXX_LIB_NAMES)
-    message(STATUS "KOKKOS projection: own micro-GEMM (oneDNN ${MLA_ONEDNN_LIBRARY} uses OpenMP, and this "
-                   "compiler's OpenMP runtime is not GCC's libgomp: '${OpenMP_CXX_LIB_NAMES}')")
+  if(NOT OpenMP_CXX_FOUND)
+    message(STATUS "KOKKOS projection: own micro-GEMM (oneDNN ${MLA_ONEDNN_LIBRARY} uses OpenMP, and CMake "
+                   "found no OpenMP for this compiler)")
+    return()
+  endif()
+  if(NOT "gomp" IN_LIST OpenMP_CXX_LIB_NAMES)
+    message(STATUS "KOKKOS projection: own micro-GEMM (oneDNN ${MLA_ONEDNN_LIBRARY} uses GCC's libgomp, and this "
+                   "compiler's OpenMP runtime is '${OpenMP_CXX_LIB_NAMES}')")
     return()
   endif()
   set(mla_onednn_omp ${OpenMP_CXX_LIBRARIES})
