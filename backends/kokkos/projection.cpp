@@ -1,8 +1,9 @@
 // The MLA step's up-projection on KOKKOS: keys and values = latents .
 // kv_b_proj^T, on oneDNN's GEMM for float32 and bfloat16 keys in builds that
-// have it (onednn_projection.hpp: about twice the own GEMM's rate on fp32,
-// four times with bf16's dot-product instructions; bench/results/
-// cpu-projection-gemm-2026-11-26.md), else on the own GEMM below.
+// have it (onednn_projection.hpp: 1.5 to 2.2 times the own GEMM's rate on
+// fp32, 3 to 3.7 times on bf16 with its dot-product instructions, on an
+// AVX-512 core; bench/results/cpu-projection-gemm-2026-11-26.md), else on the
+// own GEMM below.
 // MLA_KOKKOS_PROJECTION=own or =onednn overrides the choice.
 //
 // The own GEMM is register-blocked on the attention kernel's micro-GEMM
