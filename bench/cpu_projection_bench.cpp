@@ -20,6 +20,8 @@
 // Batch invariance (docs/contract.md §6): for each contender, tokens projected
 // alone or as a 17-token slice are compared bit for bit with the same tokens
 // in the whole call, and the whole call on 1 thread with the one on all threads.
+// The exit status is 1 when a KOKKOS contender fails that (ctest runs a small
+// case: bench_cpu_projection_smoke).
 #include <cblas.h>
 #include <omp.h>
 #include <Kokkos_Core.hpp>
@@ -454,8 +456,16 @@ int run(const std::vector<std::int64_t>& heads_list, const std::vector<std::int6
       "| dtype | contender | threads | invariant |\n|---|---|---:|---|\n",
       static_cast<long long>(heads_list.front()), static_cast<long long>(token_list.front()));
   for (const std::string& line : invariance) std::printf("%s\n", line.c_str());
+  const bool kokkos_invariant =
+      std::none_of(invariance.begin(), invariance.end(), [](const std::string& line) {
+        return line.find("| KOKKOS") != std::string::npos && line.find("| yes |") == std::string::npos;
+      });
   std::printf("\nLoad average (1 min) at the end: %.2f\n", load_average());
   unsetenv("MLA_KOKKOS_PROJECTION");
+  if (!kokkos_invariant) {
+    std::fprintf(stderr, "mla-bench-cpu-projection: a KOKKOS projection was not batch invariant\n");
+    return 1;
+  }
   return 0;
 }
 
