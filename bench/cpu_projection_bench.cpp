@@ -456,10 +456,9 @@ int run(const std::vector<std::int64_t>& heads_list, const std::vector<std::int6
       "| dtype | contender | threads | invariant |\n|---|---|---:|---|\n",
       static_cast<long long>(heads_list.front()), static_cast<long long>(token_list.front()));
   for (const std::string& line : invariance) std::printf("%s\n", line.c_str());
-  const bool kokkos_invariant =
-      std::none_of(invariance.begin(), invariance.end(), [](const std::string& line) {
-        return line.find("| KOKKOS") != std::string::npos && line.find("| yes |") == std::string::npos;
-      });
+  const bool kokkos_invariant = std::none_of(invariance.begin(), invariance.end(), [](const std::string& line) {
+    return line.find("| KOKKOS") != std::string::npos && line.find("| yes |") == std::string::npos;
+  });
   std::printf("\nLoad average (1 min) at the end: %.2f\n", load_average());
   unsetenv("MLA_KOKKOS_PROJECTION");
   if (!kokkos_invariant) {
