@@ -52,7 +52,8 @@ std::string KokkosBackend::kernel_info() const {
     const bool bf16_dot = selected_bf16_dot();
     return std::string(host_isa_name(isa)) + " variant" +
            (bf16_dot ? ", bf16 products on AVX512-BF16 (avx512_bf16)" : "") +
-           (requested_host_isa() != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)");
+           (requested_host_isa() != nullptr ? " (set by MLA_KOKKOS_ISA)" : " (widest this CPU runs)") + "; " +
+           projection_info();
   } catch (const Error& error) {
     return error.what();
   }
