@@ -8,6 +8,7 @@ Needs matplotlib (Debian's python3-matplotlib, which ci/setup installs).
 
 import json
 import sys
+import textwrap
 
 import matplotlib
 
@@ -49,8 +50,9 @@ def main():
         row[0].set_ylabel("GFLOP/s (docs/contract.md section 7)")
     axes[0][-1].legend(fontsize=8)
     meta = data["meta"]
-    fig.suptitle(f"KOKKOS vs PyTorch {meta['torch']} SDPA on {meta['cores']} CPU cores ({meta['kokkos_kernel']})",
-                 fontsize=10)
+    # The kernel description can be long: wrapped, so that the title fits the figure.
+    title = f"KOKKOS vs PyTorch {meta['torch']} SDPA on {meta['cores']} CPU cores ({meta['kokkos_kernel']})"
+    fig.suptitle("\n".join(textwrap.wrap(title, 140)), fontsize=10)
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
 
