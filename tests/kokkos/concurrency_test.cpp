@@ -61,6 +61,27 @@ bool run_once(PrefillBackend& backend, Problem& p, float scale, bool record) {
          std::memcmp(p.expected_lse.storage(), lse.storage(), lse.storage_bytes()) == 0;
 }
 
+// Runs `rounds` calls of `matches(t)` on each of `threads` threads started
+// together, thread 0 being this one (it initialised Kokkos, so its calls run
+// in parallel with the others'); returns how many calls returned false.
+template <class Matches>
+int mismatches_when_concurrent(int threads, int rounds, Matches matches) {
+  std::atomic<bool> go{false};
+  std::atomic<int> mismatches{0};
+  auto work = [&](int t) {
+    while (!go.load()) std::this_thread::yield();
+    for (int r = 0; r < rounds; ++r) {
+      if (!matches(t)) mismatches.fetch_add(1);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  go.store(true);
+  work(0);
+  for (std::thread& thread : pool) thread.join();
+  return mismatches.load();
+}
+
 TEST(KokkosConcurrency, ConcurrentCallsGiveTheBitsOfACallAlone) {
   const MlaDims dims = deepseek_dims;
   const BackendParams params = kokkos_params(dims, 5, DType::bfloat16);
@@ -81,20 +102,9 @@ TEST(KokkosConcurrency, ConcurrentCallsGiveTheBitsOfACallAlone) {
     ASSERT_FALSE(std::isnan(p.expected_out.at(p.out_shape[0] - 1, p.out_shape[1] - 1, p.out_shape[2] - 1)));
   }
 
-  std::atomic<bool> go{false};
-  std::atomic<int> mismatches{0};
-  auto work = [&](int t) {
-    while (!go.load()) std::this_thread::yield();
-    for (int r = 0; r < rounds; ++r) {
-      if (!run_once(*backends[t], problems[t], scale, false)) mismatches.fetch_add(1);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  go.store(true);
-  work(0);  // this thread initialised Kokkos: its calls run in parallel
-  for (std::thread& thread : pool) thread.join();
-  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(mismatches_when_concurrent(threads, rounds,
+                                       [&](int t) { return run_once(*backends[t], problems[t], scale, false); }),
+            0);
 }
 
 // The MLA step's up-projection from several threads at once, fp32 and bf16
@@ -128,27 +138,15 @@ TEST(KokkosConcurrency, ConcurrentProjectionsGiveTheBitsOfAProjectionAlone) {
     ASSERT_FALSE(std::isnan(p.expected_v.at(tokens - 1, heads - 1, dims.v_head_dim - 1)));
     projections.push_back(std::move(p));
   }
-  std::atomic<bool> go{false};
-  std::atomic<int> mismatches{0};
-  auto work = [&](int t) {
-    while (!go.load()) std::this_thread::yield();
+  const auto matches = [&](int t) {
     Projection& p = projections[static_cast<std::size_t>(t)];
-    for (int r = 0; r < rounds; ++r) {
-      HostTensor k(p.expected_k.dtype(), {p.x.size(0), heads, dims.qk_head_dim()});
-      HostTensor v(p.expected_v.dtype(), {p.x.size(0), heads, dims.v_head_dim});
-      project(p, k, v);
-      if (std::memcmp(k.storage(), p.expected_k.storage(), k.storage_bytes()) != 0 ||
-          std::memcmp(v.storage(), p.expected_v.storage(), v.storage_bytes()) != 0) {
-        mismatches.fetch_add(1);
-      }
-    }
+    HostTensor k(p.expected_k.dtype(), {p.x.size(0), heads, dims.qk_head_dim()});
+    HostTensor v(p.expected_v.dtype(), {p.x.size(0), heads, dims.v_head_dim});
+    project(p, k, v);
+    return std::memcmp(k.storage(), p.expected_k.storage(), k.storage_bytes()) == 0 &&
+           std::memcmp(v.storage(), p.expected_v.storage(), v.storage_bytes()) == 0;
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  go.store(true);
-  work(0);  // this thread initialised Kokkos: its calls run in parallel
-  for (std::thread& thread : pool) thread.join();
-  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(mismatches_when_concurrent(threads, rounds, matches), 0);
 }
 
 TEST(KokkosConcurrency, SpaceIsAsBuilt) {
