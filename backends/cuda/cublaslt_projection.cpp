@@ -140,7 +140,7 @@ struct CublasLtProjection::State {
   // Read with the handle, kept for the backend's life.
   std::int64_t pass_tokens = default_pass_tokens;
   std::size_t workspace_bytes = 0;
-  UsmBuffer scratch;  // [pass_tokens, L] latents in the compute dtype, then the workspace
+  UsmBuffer scratch;  // the candidates' fingerprints, the workspace, then float32 latents converted (project())
   std::vector<std::unique_ptr<Plan>> plans;
   // Recorded after the last call's GEMMs on last_stream (unless that call
   // was captured into a graph, whose launches the caller orders): a call on
