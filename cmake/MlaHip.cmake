@@ -5,7 +5,7 @@
 #
 #  - CMake looks for <ROCm root>/lib/cmake/hip-lang/hip-lang-config.cmake, but
 #    Debian installs it under lib/<multiarch>/cmake/hip-lang. We make a ROCm
-#    root in the build tree whose lib/cmake/hip-lang links to Debian's folder.
+#    root in the build tree (see "ROCm root" below).
 #  - hip-lang-config.cmake finds amd_comgr and hsa-runtime64 through
 #    find_dependency, also inside CMake's own try_compile projects, so the
 #    folder holding their package files goes into CMAKE_PREFIX_PATH and is
@@ -13,10 +13,17 @@
 #  - clang finds neither the HIP headers nor the device bitcode in /usr by
 #    itself: --rocm-path and --hip-device-lib-path tell it.
 #
+# The HIP compiler: ROCm's amdclang++, else Debian's clang++-19, else the
+# clang++-15 that Debian's hipcc drives. clang 19 is preferred because it
+# targets gfx942 (MI300) as well as gfx90a and gfx908; clang 15 predates
+# gfx942. A newer clang with ROCm 5.2's headers and bitcode needs two things,
+# both below: an ISA file for gfx941/gfx942 in the device library folder, and
+# code object version 4.
+#
 # Then it probes which of MLA_HIP_CANDIDATE_ARCHITECTURES the compiler accepts
-# (clang 15 knows gfx90a and gfx908 but not gfx942 or gfx950) and builds for those,
-# unless CMAKE_HIP_ARCHITECTURES was given. MLA_HIP_ARCHITECTURES holds the
-# result for the backend's host-side arch check.
+# (clang 19 knows gfx90a, gfx908 and gfx942 but not gfx950) and builds for
+# those, unless CMAKE_HIP_ARCHITECTURES was given. MLA_HIP_ARCHITECTURES holds
+# the result for the backend's host-side arch check.
 
 set(MLA_HIP_CANDIDATE_ARCHITECTURES "gfx90a;gfx908;gfx942;gfx950" CACHE STRING
     "gfx targets the HIP build tries when CMAKE_HIP_ARCHITECTURES is not set; those the compiler rejects are dropped")
@@ -28,9 +35,10 @@ if(NOT CMAKE_HIP_COMPILER AND "$ENV{HIPCXX}" STREQUAL "")
   if(NOT mla_rc EQUAL 0)
     set(mla_hip_clang_dir "")
   endif()
-  # ROCm ships amdclang++; Debian's hipcc calls clang++-15. A plain clang++
-  # comes last because on Debian it may be a different LLVM than the device libs.
-  find_program(MLA_HIP_CLANG NAMES amdclang++ clang++-15 clang++
+  # ROCm ships amdclang++; Debian has clang++-19 (gfx942) and the clang++-15
+  # its hipcc calls. A plain clang++ comes last because on Debian it may be an
+  # LLVM that cannot read the device libs.
+  find_program(MLA_HIP_CLANG NAMES amdclang++ clang++-19 clang++-15 clang++
     HINTS ${mla_hip_clang_dir} "$ENV{ROCM_PATH}/llvm/bin" /opt/rocm/llvm/bin
     DOC "clang++ used as the HIP compiler")
   if(NOT MLA_HIP_CLANG)
@@ -66,18 +74,46 @@ if(NOT MLA_HIP_LANG_DIR OR NOT MLA_HIP_INCLUDE_DIR)
 endif()
 get_filename_component(mla_rocm_path "${MLA_HIP_INCLUDE_DIR}" DIRECTORY)
 
+# ROCm root: with ROCm's layout, the prefix of lib/cmake/hip-lang. With the
+# multiarch layout, a prefix in the build tree holding copies of the hip-lang
+# package files (unchanged) and links to the headers and the runtime library.
+# Copies, not a link to the folder: the package names <its prefix>/include as
+# the HIP include folder, which would be /usr/include, and CMake passes it as
+# -isystem until the compiler's implicit folders are known. clang 19's HIP
+# wrapper includes <cmath>, whose #include_next <math.h> then finds nothing
+# after /usr/include, and even that detection fails. In the build tree's
+# prefix the include folder holds only hip/ and hsa/. (The package computes
+# its prefix four levels above its own real path: <prefix>/cmake-root/lib/cmake/hip-lang.)
 if(NOT CMAKE_HIP_COMPILER_ROCM_ROOT)
   if(MLA_HIP_LANG_DIR MATCHES "^(.*)/lib/cmake/hip-lang$")
     set(CMAKE_HIP_COMPILER_ROCM_ROOT "${CMAKE_MATCH_1}")
   else()
-    # Multiarch layout: a ROCm root of links. hip-lang-config.cmake resolves its
-    # own real path, so it still sees the system prefix through the link.
-    set(mla_rocm_shim "${CMAKE_BINARY_DIR}/hip-rocm-root")
-    file(MAKE_DIRECTORY "${mla_rocm_shim}/lib/cmake")
-    if(NOT EXISTS "${mla_rocm_shim}/lib/cmake/hip-lang/hip-lang-config.cmake")
-      file(CREATE_LINK "${MLA_HIP_LANG_DIR}" "${mla_rocm_shim}/lib/cmake/hip-lang" SYMBOLIC)
-    endif()
-    set(CMAKE_HIP_COMPILER_ROCM_ROOT "${mla_rocm_shim}")
+    set(mla_prefix "${CMAKE_BINARY_DIR}/hip-rocm")
+    set(mla_lang "${mla_prefix}/cmake-root/lib/cmake/hip-lang")
+    file(GLOB mla_lang_files "${MLA_HIP_LANG_DIR}/*.cmake")
+    file(COPY ${mla_lang_files} DESTINATION "${mla_lang}")
+    file(MAKE_DIRECTORY "${mla_prefix}/include")
+    foreach(dir hip hsa)
+      if(EXISTS "${MLA_HIP_INCLUDE_DIR}/${dir}" AND NOT EXISTS "${mla_prefix}/include/${dir}")
+        file(CREATE_LINK "${MLA_HIP_INCLUDE_DIR}/${dir}" "${mla_prefix}/include/${dir}" SYMBOLIC)
+      endif()
+    endforeach()
+    # The runtime library, where the package's targets file expects it.
+    get_filename_component(mla_lib_dir "${MLA_HIP_LANG_DIR}/../.." ABSOLUTE)
+    get_filename_component(mla_system_prefix "${mla_lib_dir}/../.." ABSOLUTE)
+    file(RELATIVE_PATH mla_lib_rel "${mla_system_prefix}" "${mla_lib_dir}")
+    file(MAKE_DIRECTORY "${mla_prefix}/${mla_lib_rel}")
+    file(GLOB mla_runtime_libs "${mla_lib_dir}/libamdhip64.so*")
+    foreach(lib IN LISTS mla_runtime_libs)
+      get_filename_component(name "${lib}" NAME)
+      if(NOT EXISTS "${mla_prefix}/${mla_lib_rel}/${name}")
+        file(CREATE_LINK "${lib}" "${mla_prefix}/${mla_lib_rel}/${name}" SYMBOLIC)
+      endif()
+    endforeach()
+    set(CMAKE_HIP_COMPILER_ROCM_ROOT "${mla_prefix}/cmake-root")
+    # The package also finds hsa/hsa.h, system folders first: found here instead.
+    set(HSA_HEADER "${mla_prefix}/include" CACHE PATH "Folder holding hsa/hsa.h for the hip-lang package")
+    list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES HSA_HEADER)
   endif()
 endif()
 
@@ -99,7 +135,49 @@ if(NOT MLA_HIP_DEVICE_LIB_PATH)
   message(FATAL_ERROR "MLA_WITH_HIP: the ROCm device libraries (ocml.bc) were not found; "
                       "install rocm-device-libs (ci/setup does) or ROCm")
 endif()
-set(mla_hip_toolchain_flags "--rocm-path=${mla_rocm_path}" "--hip-device-lib-path=${MLA_HIP_DEVICE_LIB_PATH}")
+# ROCm 5.2's bitcode has oclc_isa_version_940.bc but none for gfx941 or
+# gfx942, and clang 19 insists on the file named after the target. The file
+# only defines the ISA version constant that ockl reads, and gfx940 to gfx942
+# share ISA 9.4 (what ROCm 5.2 offers for them), so a folder in the build tree
+# links every bitcode file and names the 9.4 one for the missing targets.
+# MLA_HIP_DEVICE_LIBS is the folder the HIP compiler is given.
+set(MLA_HIP_DEVICE_LIBS "${MLA_HIP_DEVICE_LIB_PATH}")
+set(mla_isa_aliases "")
+foreach(arch IN LISTS MLA_HIP_CANDIDATE_ARCHITECTURES)
+  if(arch MATCHES "^gfx94[12]$" AND NOT EXISTS "${MLA_HIP_DEVICE_LIB_PATH}/oclc_isa_version_${arch}.bc"
+     AND EXISTS "${MLA_HIP_DEVICE_LIB_PATH}/oclc_isa_version_940.bc")
+    string(REGEX REPLACE "^gfx" "" isa "${arch}")
+    list(APPEND mla_isa_aliases ${isa})
+  endif()
+endforeach()
+if(mla_isa_aliases)
+  set(MLA_HIP_DEVICE_LIBS "${CMAKE_BINARY_DIR}/hip-device-libs")
+  file(MAKE_DIRECTORY "${MLA_HIP_DEVICE_LIBS}")
+  file(GLOB mla_bitcode_files "${MLA_HIP_DEVICE_LIB_PATH}/*.bc")
+  foreach(file IN LISTS mla_bitcode_files)
+    get_filename_component(name "${file}" NAME)
+    if(NOT EXISTS "${MLA_HIP_DEVICE_LIBS}/${name}")
+      file(CREATE_LINK "${file}" "${MLA_HIP_DEVICE_LIBS}/${name}" SYMBOLIC)
+    endif()
+  endforeach()
+  foreach(isa IN LISTS mla_isa_aliases)
+    if(NOT EXISTS "${MLA_HIP_DEVICE_LIBS}/oclc_isa_version_${isa}.bc")
+      file(CREATE_LINK "${MLA_HIP_DEVICE_LIB_PATH}/oclc_isa_version_940.bc"
+           "${MLA_HIP_DEVICE_LIBS}/oclc_isa_version_${isa}.bc" SYMBOLIC)
+    endif()
+  endforeach()
+endif()
+set(MLA_HIP_DEVICE_LIBS "${MLA_HIP_DEVICE_LIBS}" CACHE INTERNAL "Device bitcode folder the HIP compiler is given")
+set(mla_hip_toolchain_flags "--rocm-path=${mla_rocm_path}" "--hip-device-lib-path=${MLA_HIP_DEVICE_LIBS}")
+# HIP 5's own compilers emit code object version 4, which every HIP 5 runtime
+# loads; clang 19 defaults to version 5. Pinned so that a newer clang's code
+# objects load on the runtime the headers came with.
+file(STRINGS "${MLA_HIP_INCLUDE_DIR}/hip/hip_version.h" mla_hip_major REGEX "#define HIP_VERSION_MAJOR ")
+string(REGEX REPLACE ".*HIP_VERSION_MAJOR +([0-9]+).*" "\\1" mla_hip_major "${mla_hip_major}")
+if(mla_hip_major MATCHES "^[0-9]+$" AND mla_hip_major LESS 6)
+  list(APPEND mla_hip_toolchain_flags -mcode-object-version=4)
+endif()
+set(MLA_HIP_TOOLCHAIN_FLAGS "${mla_hip_toolchain_flags}" CACHE INTERNAL "Where the HIP toolchain is (for ci/hip-inspect)")
 # A normal variable in front of the cached flags: these say where the toolchain
 # is, they are not tuning a user should have to repeat in CMAKE_HIP_FLAGS.
 list(JOIN mla_hip_toolchain_flags " " mla_joined)
@@ -145,16 +223,52 @@ if(NOT MLA_HIP_PROBE_KEY STREQUAL mla_probe_key)
   set(MLA_HIP_PROBE_REJECTED "${mla_rejected}" CACHE INTERNAL "")
 endif()
 list(JOIN MLA_HIP_PROBE_REJECTED "; " mla_rejected_text)
+
+# Targets the compiler accepts but is not given unless CMAKE_HIP_ARCHITECTURES
+# names them: Debian's clang 19 spends over ten minutes in its register
+# allocator on gfx908's 256/256 attention kernel (clang 15 takes 2 s), so a
+# clang 19 or newer from outside ROCm leaves gfx908 (MI100) out. The entry
+# refuses gfx908 with MLA_HIP_DROPPED_REASON; ci/hip-inspect still compiles
+# its device code with clang-15 where installed.
+set(MLA_HIP_DROPPED_ARCHITECTURES "")
+set(MLA_HIP_DROPPED_REASON "")
+if("gfx908" IN_LIST MLA_HIP_PROBE_ACCEPTED)
+  execute_process(COMMAND "${mla_hip_compiler}" -dumpversion OUTPUT_VARIABLE mla_version
+    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  string(REGEX MATCH "^[0-9]+" mla_major "${mla_version}")
+  get_filename_component(mla_name "${mla_hip_compiler}" NAME)
+  if(mla_major GREATER_EQUAL 19 AND NOT mla_name MATCHES "amdclang")
+    set(MLA_HIP_DROPPED_ARCHITECTURES gfx908)
+    # A C string literal in the entry's definitions: no semicolons or quotes.
+    set(MLA_HIP_DROPPED_REASON "left out: clang ${mla_major} does not finish compiling its 256/256 kernel, \
+configure with -DCMAKE_HIP_COMPILER=clang++-15 (the clang of hipcc 5.2) to build it")
+  endif()
+endif()
 if(NOT DEFINED CMAKE_HIP_ARCHITECTURES)
-  if(NOT MLA_HIP_PROBE_ACCEPTED)
+  set(mla_built "${MLA_HIP_PROBE_ACCEPTED}")
+  if(MLA_HIP_DROPPED_ARCHITECTURES)
+    list(REMOVE_ITEM mla_built ${MLA_HIP_DROPPED_ARCHITECTURES})
+  endif()
+  if(NOT mla_built)
     message(FATAL_ERROR "MLA_WITH_HIP: ${mla_hip_compiler} accepts none of ${MLA_HIP_CANDIDATE_ARCHITECTURES}: "
                         "${mla_rejected_text}")
   endif()
-  set(CMAKE_HIP_ARCHITECTURES "${MLA_HIP_PROBE_ACCEPTED}" CACHE STRING "gfx targets of the HIP build")
+  set(CMAKE_HIP_ARCHITECTURES "${mla_built}" CACHE STRING "gfx targets of the HIP build")
 endif()
+# Only what the build does not target counts as left out (given by hand, it is built).
+foreach(arch IN LISTS CMAKE_HIP_ARCHITECTURES)
+  string(REGEX REPLACE ":.*" "" arch "${arch}")
+  list(REMOVE_ITEM MLA_HIP_DROPPED_ARCHITECTURES ${arch})
+endforeach()
+set(MLA_HIP_DROPPED_ARCHITECTURES "${MLA_HIP_DROPPED_ARCHITECTURES}" CACHE INTERNAL
+    "gfx targets the compiler accepts but the build leaves out")
+set(MLA_HIP_DROPPED_REASON "${MLA_HIP_DROPPED_REASON}" CACHE INTERNAL "Why MLA_HIP_DROPPED_ARCHITECTURES are left out")
 message(STATUS "HIP targets accepted by ${mla_hip_compiler}: ${MLA_HIP_PROBE_ACCEPTED}")
 if(MLA_HIP_PROBE_REJECTED)
   message(STATUS "HIP targets rejected by the compiler: ${mla_rejected_text}")
+endif()
+if(MLA_HIP_DROPPED_ARCHITECTURES)
+  message(STATUS "HIP targets ${MLA_HIP_DROPPED_ARCHITECTURES} ${MLA_HIP_DROPPED_REASON}")
 endif()
 message(STATUS "HIP targets built (CMAKE_HIP_ARCHITECTURES): ${CMAKE_HIP_ARCHITECTURES}")
 

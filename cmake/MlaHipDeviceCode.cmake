@@ -1,12 +1,15 @@
 # Device code for gfx targets the HIP compiler rejects, from a newer clang.
 #
-# Debian's HIP 5.2 toolchain (clang 15) predates gfx942 (MI300), so the hip
-# preset's HIP compiler drops it (cmake/MlaHip.cmake). Debian's clang-19 does
-# target gfx942, but it cannot use ROCm 5.2's device libraries the normal way:
-# clang looks for oclc_isa_version_<target>.bc, and 5.2 ships no
-# oclc_isa_version_942.bc. So the compile passes -nogpulib and links the
-# device bitcode itself with -Xclang -mlink-builtin-bitcode (linked into the
-# module before optimization, internalized, only what is used kept):
+# The hip preset's HIP compiler is Debian's clang-19, which builds gfx942 into
+# the library (cmake/MlaHip.cmake), and then this module adds nothing. With an
+# older HIP compiler, such as the clang 15 that Debian's hipcc 5.2 drives
+# (-DCMAKE_HIP_COMPILER=clang++-15), gfx942 is dropped from the library, and
+# this module still compiles its device code with clang-19 for ci/hip-inspect.
+# It links ROCm 5.2's device libraries by hand: clang looks for
+# oclc_isa_version_<target>.bc, and 5.2 ships no oclc_isa_version_942.bc. So
+# the compile passes -nogpulib and links the device bitcode itself with
+# -Xclang -mlink-builtin-bitcode (linked into the module before optimization,
+# internalized, only what is used kept):
 #
 #   hip.bc, ocml.bc, ockl.bc     what the HIP 5.2 headers call (__syncthreads
 #                                reaches __atomic_work_item_fence in hip.bc;
@@ -21,13 +24,10 @@
 #                                wave64, code-object ABI 4 (HIP 5.2's)
 #
 # The result is one code object (an amdgcn ELF, no bundle) per source and
-# target, under <build>/hip-device-code, built with the rest of the hip preset
-# and read by ci/hip-inspect. These code objects are not linked into the
-# library: its HIP sources are compiled by the HIP compiler, whose fat binary
-# holds only the targets it accepts, and HIP 5.2's runtime does not know
-# gfx942 anyway. So the entry refuses gfx942 in such a build and says why
-# (backends/hip/entry.cpp); a ROCm whose HIP compiler accepts gfx942 builds it
-# into the library instead, and then this module adds nothing.
+# target, under <build>/hip-device-code, read by ci/hip-inspect. These code
+# objects are not linked into the library: its HIP sources are compiled by the
+# HIP compiler, whose fat binary holds only the targets it accepts. So the
+# entry refuses gfx942 in such a build and says why (backends/hip/entry.cpp).
 #
 #   MLA_HIP_DEVICE_CLANGXX   clang++ for these targets (found: clang++-19;
 #                            OFF: none are built)

@@ -67,11 +67,15 @@ inline std::vector<std::string> split_arch_list(std::string_view list) {
 // What a HIP build holds, as comma lists (CMake passes them to the entry):
 // the gfx targets in the library's code objects, those whose device code a
 // newer clang compiled beside it for inspection only
-// (cmake/MlaHipDeviceCode.cmake), and the candidates the configure step tried.
+// (cmake/MlaHipDeviceCode.cmake), the candidates the configure step tried,
+// and those its HIP compiler accepts but the build leaves out, with why
+// (cmake/MlaHip.cmake: gfx908 under clang 19).
 struct BuildTargets {
   std::string_view compiled;
   std::string_view inspected;
   std::string_view candidates;
+  std::string_view dropped = {};
+  std::string_view dropped_reason = {};
 };
 
 // Empty when the build has a code object for `arch`; otherwise why not.
@@ -94,7 +98,13 @@ inline std::string code_object_gap(const std::string& arch, const BuildTargets& 
     built += each;
   }
   reason += built.empty() ? std::string("no gfx arch") : built;
-  if (listed(build.inspected)) {
+  if (listed(build.dropped)) {
+    reason += " (";
+    reason += arch;
+    reason += " ";
+    reason += build.dropped_reason;
+    reason += ")";
+  } else if (listed(build.inspected)) {
     reason += " (";
     reason += arch;
     reason += " device code was compiled by a newer clang for inspection only; the HIP compiler rejects ";

@@ -26,7 +26,8 @@ namespace {
 #if MLA_WITH_HIP
 Availability device_code_for(const DeviceCapability& capability) {
   const std::string gap = hip_flash::code_object_gap(
-      capability.arch, {MLA_HIP_COMPILED_ARCHS, MLA_HIP_INSPECTED_ARCHS, MLA_HIP_CANDIDATE_ARCHS});
+      capability.arch, {MLA_HIP_COMPILED_ARCHS, MLA_HIP_INSPECTED_ARCHS, MLA_HIP_CANDIDATE_ARCHS, MLA_HIP_DROPPED_ARCHS,
+                        MLA_HIP_DROPPED_REASON});
   if (gap.empty()) return {};
   return {false, gap};
 }

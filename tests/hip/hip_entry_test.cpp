@@ -80,9 +80,10 @@ TEST(HipFlashEntry, MfmaMacroNamesExactlyTheListedTargets) {
   }
 }
 
-// The code-object check on simulated builds, in every preset: the Debian hip
-// preset (gfx942 compiled by clang-19 beside the library, for inspection) and
-// a ROCm whose HIP compiler builds gfx942 into it.
+// The code-object check on simulated builds, in every preset: a HIP compiler
+// that rejects gfx942 (hipcc 5.2's clang 15; gfx942 compiled by clang-19
+// beside the library, for inspection) and one that builds gfx942 into it
+// (the hip preset's clang-19, or a ROCm's).
 constexpr hip_flash::BuildTargets debian_build{"gfx90a,gfx908", "gfx942", "gfx90a,gfx908,gfx942,gfx950"};
 constexpr hip_flash::BuildTargets rocm_build{"gfx90a,gfx908,gfx942", "", "gfx90a,gfx908,gfx942,gfx950"};
 
@@ -108,6 +109,13 @@ TEST(HipFlashEntry, CodeObjectGapOnSimulatedBuilds) {
   EXPECT_EQ(
       hip_flash::code_object_gap("gfx90a", {"", "", ""}),
       "no HIP code object for gfx90a; this build targets no gfx arch (not among MLA_HIP_CANDIDATE_ARCHITECTURES)");
+  // A target the compiler accepts but the build leaves out says why.
+  const hip_flash::BuildTargets clang19_build{"gfx90a,gfx942", "", "gfx90a,gfx908,gfx942,gfx950", "gfx908",
+                                              "left out: the compiler's reason"};
+  EXPECT_EQ(
+      hip_flash::code_object_gap("gfx908", clang19_build),
+      "no HIP code object for gfx908; this build targets gfx90a, gfx942 (gfx908 left out: the compiler's reason)");
+  EXPECT_EQ(hip_flash::code_object_gap("gfx942", clang19_build), "");
 }
 
 // What the selector picks with the default priority lists when HIP_FLASH's
@@ -195,6 +203,17 @@ TEST(HipFlashEntry, ValidOnEveryCompiledTarget) {
   }
 }
 
+// This build's own entry and the default priority lists: every compiled
+// target selects HIP_FLASH (gfx942 among them in the hip preset, where
+// ci/hip-inspect requires it in the library).
+TEST(HipFlashEntry, EveryCompiledTargetSelectsHipFlash) {
+  for (const std::string& arch : compiled_targets()) {
+    const Selection selection =
+        Selector(Config::builtin_defaults()).select({DType::bfloat16, deepseek_dims}, parse_platform("amd:" + arch));
+    EXPECT_EQ(selection.name, "HIP_FLASH") << arch;
+  }
+}
+
 TEST(HipFlashEntry, CdnaTargetWithoutCodeObjectIsRefusedWithReason) {
   const std::vector<std::string> archs = compiled_targets();
   // gfx950 (9.5) and gfx942 (9.4) are CDNA; whichever was not compiled must be refused.
@@ -209,10 +228,15 @@ TEST(HipFlashEntry, CdnaTargetWithoutCodeObjectIsRefusedWithReason) {
   }
 }
 
-// This build's own entry: a target compiled only for inspection, or by no
-// compiler at all, is refused with that reason.
+// This build's own entry: a target compiled only for inspection, left out,
+// or built by no compiler at all, is refused with that reason.
 TEST(HipFlashEntry, InspectedOrUnbuiltTargetsSayWhy) {
   const std::vector<std::string> compiled = compiled_targets();
+  for (const std::string& arch : hip_flash::split_arch_list(MLA_TEST_HIP_DROPPED_ARCHS)) {
+    const std::vector<std::string> reasons = reasons_on("amd:" + arch);
+    ASSERT_EQ(reasons.size(), 1u) << arch;
+    EXPECT_NE(reasons[0].find(arch + " left out: "), std::string::npos) << reasons[0];
+  }
   for (const char* arch : {"gfx942", "gfx950"}) {
     if (std::find(compiled.begin(), compiled.end(), arch) != compiled.end()) continue;
     const std::vector<std::string> reasons = reasons_on(std::string("amd:") + arch);
