@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hip/flash_config.hpp"
 #include "mla/queue.hpp"
 
 namespace mla::hip_flash {
@@ -35,6 +36,14 @@ inline bool is_mfma_target(std::string_view arch) {
 // the entry also assumes.
 inline bool supports_device(const DeviceCapability& device) {
   return device.vendor == Vendor::amd && device.capability_known && is_mfma_target(device.arch);
+}
+
+// Which rows of the tile table a target's kernels use (flash_config.hpp):
+// CDNA3's for gfx940-942 and for gfx950 (CDNA4, unmeasured), CDNA1/2's for
+// every other name (gfx908, gfx90a, and a device that is not AMD).
+inline TileFamily tile_family(std::string_view arch) {
+  const bool cdna3 = arch.size() == 6 && (arch.substr(0, 5) == "gfx94" || arch.substr(0, 5) == "gfx95");
+  return cdna3 ? TileFamily::cdna3 : TileFamily::cdna12;
 }
 
 // "gfx908, gfx90a, ..." for messages.

@@ -1,5 +1,5 @@
-// Runtime (dtype, head dims) -> compiled instantiation: one branch per shape
-// of cuda_hip/flash_shapes.def.
+// Runtime (dtype, head dims, the device's tile family) -> compiled
+// instantiation: one branch per shape of cuda_hip/flash_shapes.def.
 #include <string>
 
 // The HIP runtime first: it defines __host__ and __device__, which the shared
@@ -9,16 +9,17 @@
 #include "cuda_hip/flash_launch.hpp"
 #include "cuda_hip/split_merge_kernel.hpp"
 #include "flash_instances.hpp"
+#include "hip/capability.hpp"
 #include "mla/error.hpp"
 
 namespace mla::hip_flash {
 namespace {
 
-template <DType D>
+template <DType D, TileFamily Family>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, gpu::Stream stream) {
 #define MLA_FLASH_SHAPE(nope, rope, v)                     \
   if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
-    return launch_flash_forward<D, (nope) + (rope), (v)>(params, stream);
+    return launch_flash_forward<D, (nope) + (rope), (v), Family>(params, stream);
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
   raise(ErrorCategory::internal, "HIP_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
@@ -33,11 +34,14 @@ namespace mla::hip {
 void launch_flash_attention(Queue& queue, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
   gpu::DeviceGuard guard(queue.device_index());
   const gpu::Stream stream = gpu::stream_of(queue);
-  if (dtype == DType::bfloat16) {
-    hip_flash::launch_for_dims<DType::bfloat16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream);
-  } else {
-    hip_flash::launch_for_dims<DType::float16>(params, kernel.head_dim_qk, kernel.head_dim_v, stream);
-  }
+  using hip_flash::TileFamily;
+  const bool cdna3 = hip_flash::tile_family(queue.capability().arch) == TileFamily::cdna3;
+  const auto launch = cdna3
+                          ? (dtype == DType::bfloat16 ? hip_flash::launch_for_dims<DType::bfloat16, TileFamily::cdna3>
+                                                      : hip_flash::launch_for_dims<DType::float16, TileFamily::cdna3>)
+                          : (dtype == DType::bfloat16 ? hip_flash::launch_for_dims<DType::bfloat16, TileFamily::cdna12>
+                                                      : hip_flash::launch_for_dims<DType::float16, TileFamily::cdna12>);
+  launch(params, kernel.head_dim_qk, kernel.head_dim_v, stream);
   if (params.num_splits > 1) {
     split_merge::merge_splits_with(
         params, dtype, kernel.head_dim_v,

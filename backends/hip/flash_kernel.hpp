@@ -4,10 +4,10 @@
 // vendor runtime header: the device builtins come through mfma.hpp.
 //
 // One workgroup per (work item, head); a work item is one query tile of one
-// sequence, heaviest first. Each wave owns 32 query rows, held as B operands
-// of Q for the whole block; lane l and lane l ^ 32 share row l % 32. Per key
-// tile the workgroup stages K ([keys][dqk]) and V transposed ([dv][keys]) in
-// LDS, then every wave computes
+// sequence, heaviest first. The tile comes from the row of the device's
+// generation (flash_config.hpp); each gfx target compiles only its own rows. Each wave owns 32 query rows, held as B
+// operands of Q for the whole block; lane l and lane l ^ 32 share row l % 32. Per key tile the workgroup stages K
+// ([keys][dqk]) and V transposed ([dv][keys]) in LDS, then every wave computes
 //   S^T = K Q^T        (MFMA; K operands from LDS, Q from registers)
 //   scale into the log2 domain, mask where needed, online softmax: a lane's
 //   16 accumulators per 32 keys all belong to its row, one xor-32 shuffle
@@ -132,13 +132,10 @@ __device__ inline void store_partial(float* dst, const Accumulator& acc, int gro
   *reinterpret_cast<Floats*>(dst) = values;
 }
 
-}  // namespace detail
-
-template <DType D, int HeadDimQk, int HeadDimV>
-__global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().threads()))
-    flash_forward_kernel(const FlashParams p) {
-  using namespace detail;
-  constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV>();
+// The kernel's body for one tile row.
+template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family>
+__device__ inline void flash_forward(const FlashParams& p) {
+  constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV, Family>();
   constexpr int qk_steps = HeadDimQk / mfma::k_step;
   constexpr int key_tiles = c.block_cols / mfma::tile;  // 32-key S^T tiles per block tile
   constexpr int out_tiles = HeadDimV / mfma::tile;      // 32-dim O^T tiles
@@ -290,6 +287,27 @@ __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV>().thre
                      : p.lse != nullptr ? p.lse + head * p.lse_head_stride + token * p.lse_token_stride
                                         : nullptr;
   if (lse != nullptr && lane < mfma::tile) *lse = gpu::natural_lse(row_max, row_sum);
+}
+
+}  // namespace detail
+
+// Whether this compile pass holds `Family`'s kernels (MLA_AMD_TILE_FAMILY).
+template <TileFamily Family>
+inline constexpr bool tile_family_compiled = MLA_AMD_TILE_FAMILY < 0 || MLA_AMD_TILE_FAMILY == static_cast<int>(Family);
+
+// The launch bounds ask for the row's occupancy: its threads and its waves
+// per SIMD (HIP's second __launch_bounds__ argument), which caps the
+// registers the compiler may give each lane.
+template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family>
+__global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV, Family>().threads()),
+                                  (flash_tile_config<HeadDimQk, HeadDimV, Family>().waves_per_simd()))
+    flash_forward_kernel(const FlashParams p) {
+  if constexpr (tile_family_compiled<Family>) {
+    detail::flash_forward<D, HeadDimQk, HeadDimV, Family>(p);
+  } else {
+    // Another generation's row: never launched on this target.
+    __builtin_trap();
+  }
 }
 
 }  // namespace mla::hip_flash

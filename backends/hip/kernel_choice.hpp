@@ -22,12 +22,21 @@ inline std::string wave64_device_gap(const DeviceCapability& device) {
   return gap;
 }
 
-inline gpu::KernelChoice choose_kernel(const gpu::KernelRequest& request) {
+// The row of the request's device generation (tile_family); without a device
+// the CDNA1/2 row, whose query rows per block every family shares (the work
+// lists), and whose keys per tile only the split-KV heuristic reads.
+inline gpu::KernelChoice choose_family_kernel(const gpu::KernelRequest& request, TileFamily family) {
   gpu::TableRow row;
-  if (const FlashTileConfig* tile = find_flash_tile_config(request.dims.qk_head_dim(), request.dims.v_head_dim)) {
+  if (const FlashTileConfig* tile =
+          find_flash_tile_config(request.dims.qk_head_dim(), request.dims.v_head_dim, family)) {
     row = {true, {tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols}, tile->lds_bytes()};
   }
   return gpu::choose_from_table(request, row, wave64_device_gap, "LDS");
+}
+
+inline gpu::KernelChoice choose_kernel(const gpu::KernelRequest& request) {
+  return choose_family_kernel(request,
+                              request.device != nullptr ? tile_family(request.device->arch) : TileFamily::cdna12);
 }
 
 }  // namespace mla::hip_flash

@@ -2,7 +2,7 @@
 // gate it. Included only by HIP sources and, with MLA_SIMT_EMULATION, by the
 // GPU emulator's host clang compile of the kernel (backends/simt), which gets
 // the device surface from simt/hip_device.hpp and the products from the
-// emulator; the emulated target (gfx90a or gfx908) is chosen per launch.
+// emulator; the emulated target (gfx90a, gfx908 or gfx942) is chosen per launch.
 //
 // Gating happens twice (as in ggml): here by device macro, derived from the
 // gfx target clang is compiling for, and on the host by the list of targets
@@ -29,6 +29,9 @@ using Accumulator = float __attribute__((ext_vector_type(16)));
 #include <cstring>
 
 #include "simt/hip_device.hpp"
+
+// Every tile family's kernel is real under the emulator (see below).
+#define MLA_AMD_TILE_FAMILY -1
 
 namespace mla::hip_flash::mfma {
 
@@ -112,6 +115,19 @@ __device__ inline Accumulator product<DType::bfloat16>(const Operand& a, const O
 #define MLA_AMD_MFMA_BF16_1K 1
 #else
 #define MLA_AMD_MFMA_BF16_1K 0
+#endif
+
+// The tile family (flash_config.hpp's TileFamily) whose attention kernels a
+// device pass compiles: its own generation's rows. The other family's kernels
+// become traps that the host never launches (it picks the family of the
+// device), so each target compiles each shape once. -1, every family, in the
+// host pass, on targets without MFMA and under the emulator.
+#if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
+#define MLA_AMD_TILE_FAMILY 1
+#elif defined(__gfx908__) || defined(__gfx90a__)
+#define MLA_AMD_TILE_FAMILY 0
+#else
+#define MLA_AMD_TILE_FAMILY -1
 #endif
 
 namespace mla::hip_flash::mfma {

@@ -8,6 +8,7 @@
 #include "cuda/kernel_choice.hpp"
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
+#include "hip/capability.hpp"
 #include "hip/kernel_choice.hpp"
 #include "mla/backend/latents.hpp"
 #include "simt/cuda_flash_emulated.hpp"
@@ -24,8 +25,11 @@ gpu::KernelChoice cuda_choice(const gpu::KernelRequest& request) {
   return cuda_flash::choose_kernel({request.dtype, request.dims, nullptr});
 }
 
+// HIP_FLASH's rows are those of the emulated target's generation.
+template <AmdTarget Target>
 gpu::KernelChoice hip_choice(const gpu::KernelRequest& request) {
-  gpu::KernelChoice choice = hip_flash::choose_kernel({request.dtype, request.dims, nullptr});
+  gpu::KernelChoice choice = hip_flash::choose_family_kernel({request.dtype, request.dims, nullptr},
+                                                             hip_flash::tile_family(amd_target_name(Target)));
   if (choice.supported() && !hip_flash_emulated_built()) {
     choice.refusal = "has no emulated kernel: the build found no clang 15 or newer to compile the HIP kernel";
   }
@@ -39,13 +43,9 @@ void cuda_launch(Queue&, const gpu::FlashParams& params, DType dtype, const gpu:
   if (params.num_splits > 1) merge_splits_emulated(params, dtype, kernel.head_dim_v);
 }
 
-void hip_launch_gfx90a(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
-  launch_hip_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v, AmdTarget::gfx90a);
-  if (params.num_splits > 1) merge_splits_emulated(params, dtype, kernel.head_dim_v);
-}
-
-void hip_launch_gfx908(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
-  launch_hip_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v, AmdTarget::gfx908);
+template <AmdTarget Target>
+void hip_launch(Queue&, const gpu::FlashParams& params, DType dtype, const gpu::KernelTile& kernel) {
+  launch_hip_flash_emulated(params, dtype, kernel.head_dim_qk, kernel.head_dim_v, Target);
   if (params.num_splits > 1) merge_splits_emulated(params, dtype, kernel.head_dim_v);
 }
 
@@ -73,28 +73,15 @@ void hip_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj,
 constexpr gpu::FlashVendor cuda_vendor{
     "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project, nullptr, true,
 };
-constexpr gpu::FlashVendor hip_gfx90a_vendor{
-    "HIP_FLASH (emulated gfx90a)",
-    DeviceBackend::host,
-    hip_choice,
-    hip_launch_gfx90a,
-    merge,
-    gather,
-    hip_project<AmdTarget::gfx90a>,
-    nullptr,
-    true,
-};
-constexpr gpu::FlashVendor hip_gfx908_vendor{
-    "HIP_FLASH (emulated gfx908)",
-    DeviceBackend::host,
-    hip_choice,
-    hip_launch_gfx908,
-    merge,
-    gather,
-    hip_project<AmdTarget::gfx908>,
-    nullptr,
-    true,
-};
+template <AmdTarget Target>
+constexpr gpu::FlashVendor hip_vendor(const char* name) {
+  return {
+      name, DeviceBackend::host, hip_choice<Target>, hip_launch<Target>, merge, gather, hip_project<Target>, nullptr,
+      true};
+}
+constexpr gpu::FlashVendor hip_gfx90a_vendor = hip_vendor<AmdTarget::gfx90a>("HIP_FLASH (emulated gfx90a)");
+constexpr gpu::FlashVendor hip_gfx908_vendor = hip_vendor<AmdTarget::gfx908>("HIP_FLASH (emulated gfx908)");
+constexpr gpu::FlashVendor hip_gfx942_vendor = hip_vendor<AmdTarget::gfx942>("HIP_FLASH (emulated gfx942)");
 
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {
   BackendDescription description;
@@ -122,7 +109,15 @@ BackendEntry emulated_hip_flash_entry(AmdTarget target) {
       hip_flash_emulated_built()
           ? Availability{}
           : Availability{false, "the build found no clang 15 or newer to compile the HIP kernel"};
-  return entry_for(target == AmdTarget::gfx908 ? hip_gfx908_vendor : hip_gfx90a_vendor, availability);
+  switch (target) {
+    case AmdTarget::gfx908:
+      return entry_for(hip_gfx908_vendor, availability);
+    case AmdTarget::gfx942:
+      return entry_for(hip_gfx942_vendor, availability);
+    case AmdTarget::gfx90a:
+      break;
+  }
+  return entry_for(hip_gfx90a_vendor, availability);
 }
 
 }  // namespace mla::simt

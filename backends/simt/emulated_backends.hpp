@@ -15,7 +15,7 @@ namespace mla::simt {
 // dtypes and dims of the real entry, any device, always available.
 BackendEntry emulated_cuda_flash_entry();
 
-// The same for HIP_FLASH on `target`'s MFMA forms; unavailable, with the
+// The same for HIP_FLASH on `target`'s MFMA forms and tile rows; unavailable, with the
 // reason, when the build had no clang to compile the kernel.
 BackendEntry emulated_hip_flash_entry(AmdTarget target = AmdTarget::gfx90a);
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "hip/capability.hpp"
 #include "hip/flash_kernel.hpp"
 #include "hip/projection_kernel.hpp"
 #include "mla/error.hpp"
@@ -38,36 +39,39 @@ class TargetScope {
   AmdTarget saved_;
 };
 
-template <DType D, int HeadDimQk, int HeadDimV>
+template <DType D, int HeadDimQk, int HeadDimV, hip_flash::TileFamily Family>
 void launch_emulated(const gpu::FlashParams& params) {
-  constexpr hip_flash::FlashTileConfig c = hip_flash::flash_tile_config<HeadDimQk, HeadDimV>();
+  constexpr hip_flash::FlashTileConfig c = hip_flash::flash_tile_config<HeadDimQk, HeadDimV, Family>();
   if (params.num_work == 0 || params.num_heads == 0) return;
   LaunchConfig config;
   config.kernel = "hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
-                  std::to_string(HeadDimV) + ">";
+                  std::to_string(HeadDimV) + ", " + hip_flash::tile_family_name(Family) + ">";
   config.grid = {static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads),
                  static_cast<unsigned>(params.num_splits)};
   config.block = {static_cast<unsigned>(c.threads()), 1, 1};
   config.warp_size = hip_flash::mfma::wave_size;
   config.static_shared = static_lds();
   config.static_shared_bytes = static_lds_bytes();
-  launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV>(params); });
+  launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV, Family>(params); });
 }
 
 // One launcher per row of flash_tile_configs; false when no row matches.
 template <DType D, std::size_t... Row>
-bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v, std::index_sequence<Row...>) {
+bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v, hip_flash::TileFamily family,
+                     std::index_sequence<Row...>) {
   using hip_flash::flash_tile_configs;
-  return (
-      (flash_tile_configs[Row].head_dim_qk == head_dim_qk && flash_tile_configs[Row].head_dim_v == head_dim_v &&
-       (launch_emulated<D, flash_tile_configs[Row].head_dim_qk, flash_tile_configs[Row].head_dim_v>(params), true)) ||
-      ...);
+  return ((flash_tile_configs[Row].head_dim_qk == head_dim_qk && flash_tile_configs[Row].head_dim_v == head_dim_v &&
+           flash_tile_configs[Row].family == family &&
+           (launch_emulated<D, flash_tile_configs[Row].head_dim_qk, flash_tile_configs[Row].head_dim_v,
+                            flash_tile_configs[Row].family>(params),
+            true)) ||
+          ...);
 }
 
 template <DType D>
-bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v) {
+bool launch_for_dims(const gpu::FlashParams& params, int head_dim_qk, int head_dim_v, hip_flash::TileFamily family) {
   constexpr std::size_t rows = std::size(hip_flash::flash_tile_configs);
-  return launch_for_dims<D>(params, head_dim_qk, head_dim_v, std::make_index_sequence<rows>{});
+  return launch_for_dims<D>(params, head_dim_qk, head_dim_v, family, std::make_index_sequence<rows>{});
 }
 
 }  // namespace
@@ -79,11 +83,12 @@ bool hip_flash_emulated_built() { return true; }
 void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
                                AmdTarget target) {
   const TargetScope scope(target);
+  const hip_flash::TileFamily family = hip_flash::tile_family(amd_target_name(target));
   bool launched = false;
   if (dtype == DType::bfloat16) {
-    launched = launch_for_dims<DType::bfloat16>(params, head_dim_qk, head_dim_v);
+    launched = launch_for_dims<DType::bfloat16>(params, head_dim_qk, head_dim_v, family);
   } else if (dtype == DType::float16) {
-    launched = launch_for_dims<DType::float16>(params, head_dim_qk, head_dim_v);
+    launched = launch_for_dims<DType::float16>(params, head_dim_qk, head_dim_v, family);
   }
   if (!launched) {
     raise(ErrorCategory::not_supported, "emulated HIP_FLASH has no kernel for " + std::string(dtype_name(dtype)) +

@@ -8,16 +8,30 @@
 
 namespace mla::simt {
 
-// Which AMD target's MFMA forms the emulated kernel uses: gfx90a has the
-// 4-wide bf16 product (v_mfma_f32_32x32x8bf16_1k), gfx908 two 2-wide ones.
-enum class AmdTarget { gfx90a, gfx908 };
+// Which AMD target the emulated kernel is run as: its MFMA forms (gfx90a and
+// gfx942 have the 4-wide bf16 product, v_mfma_f32_32x32x8bf16_1k; gfx908 two
+// 2-wide ones) and its row of the tile table (gfx942: CDNA3's).
+enum class AmdTarget { gfx90a, gfx908, gfx942 };
+
+// "gfx90a", "gfx908" or "gfx942".
+inline const char* amd_target_name(AmdTarget target) {
+  switch (target) {
+    case AmdTarget::gfx908:
+      return "gfx908";
+    case AmdTarget::gfx942:
+      return "gfx942";
+    case AmdTarget::gfx90a:
+      break;
+  }
+  return "gfx90a";
+}
 
 // Whether this build compiled the emulated HIP_FLASH kernels.
 bool hip_flash_emulated_built();
 
-// Runs hip_flash::flash_forward_kernel<dtype, qk, v> over the grid the real
-// launcher uses (num_work x num_heads workgroups of the tile's threads, wave64)
-// under the emulator. Raises Error(not_supported) for dims without a tile and
+// Runs hip_flash::flash_forward_kernel<dtype, qk, v, family> over the grid the
+// real launcher uses (num_work x num_heads workgroups of the tile's threads,
+// wave64) under the emulator, with the tile family of `target`. Raises Error(not_supported) for dims without a tile and
 // Error(device) for a hazard.
 void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int head_dim_qk, int head_dim_v,
                                AmdTarget target = AmdTarget::gfx90a);

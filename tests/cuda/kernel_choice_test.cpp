@@ -134,5 +134,29 @@ TEST(KernelChoice, HipRefusesInOrder) {
   EXPECT_NE(refusal.find("bytes of LDS per block"), std::string::npos) << refusal;
 }
 
+// On a device, the row of its generation: gfx942 takes CDNA3's (DeepSeek's
+// 192/128 in 32-key tiles, for two workgroups per CU), gfx90a CDNA1/2's; both
+// plan the same query rows per block.
+TEST(KernelChoice, HipTakesTheRowOfTheDeviceGeneration) {
+  const DeviceCapability gfx90a = amd("gfx90a", 64, 64 * 1024);
+  const DeviceCapability gfx942 = amd("gfx942", 64, 64 * 1024);
+  for (const MlaDims& dims : gpu::flash_dims) {
+    const gpu::KernelChoice cdna12 = hip_flash::choose_kernel({DType::bfloat16, dims, &gfx90a});
+    const gpu::KernelChoice cdna3 = hip_flash::choose_kernel({DType::bfloat16, dims, &gfx942});
+    ASSERT_TRUE(cdna12.supported()) << cdna12.refusal;
+    ASSERT_TRUE(cdna3.supported()) << cdna3.refusal;
+    const hip_flash::FlashTileConfig& row =
+        *hip_flash::find_flash_tile_config(dims.qk_head_dim(), dims.v_head_dim, hip_flash::TileFamily::cdna3);
+    EXPECT_EQ(cdna3.tile.block_cols, row.block_cols);
+    EXPECT_EQ(cdna3.shared_bytes, row.lds_bytes());
+    EXPECT_EQ(cdna3.tile.block_rows, cdna12.tile.block_rows);
+  }
+  const gpu::KernelChoice deepseek = hip_flash::choose_kernel({DType::bfloat16, deepseek_dims, &gfx942});
+  EXPECT_EQ(deepseek.tile.block_cols, 32);
+  EXPECT_EQ(hip_flash::choose_kernel({DType::bfloat16, deepseek_dims, &gfx90a}).tile.block_cols, 64);
+  // Without a device, CDNA1/2's row.
+  EXPECT_EQ(hip_flash::choose_kernel({DType::bfloat16, deepseek_dims, nullptr}).tile.block_cols, 64);
+}
+
 }  // namespace
 }  // namespace mla

@@ -9,8 +9,11 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "hip/capability.hpp"
 #include "hip/flash_config.hpp"
 #include "hip/mfma_layout.hpp"
 
@@ -201,16 +204,50 @@ TEST(FlashTileConfig, EveryRowFitsTheHardware) {
   for (const FlashTileConfig& c : flash_tile_configs) {
     SCOPED_TRACE(std::to_string(c.head_dim_qk) + "/" + std::to_string(c.head_dim_v));
     EXPECT_TRUE(is_valid(c));
-    EXPECT_LE(c.lds_bytes(), lds_budget_bytes);
+    // Every workgroup the row is sized to keep on one CU fits its LDS.
+    EXPECT_LE(c.lds_bytes() * static_cast<std::size_t>(c.workgroups_per_cu), lds_budget_bytes);
+    EXPECT_EQ(c.waves_per_simd() * simds_per_cu, c.waves * c.workgroups_per_cu);
     EXPECT_EQ(c.block_rows(), c.waves * wave_rows);
     EXPECT_LE(c.threads(), 1024);  // the HIP runtime's workgroup limit
     // Row starts in LDS stay 8-byte aligned for the operand reads.
     EXPECT_EQ(c.k_row() * static_cast<int>(element_bytes) % 8, 0);
     EXPECT_EQ(c.vt_row() * static_cast<int>(element_bytes) % 8, 0);
-    EXPECT_EQ(find_flash_tile_config(c.head_dim_qk, c.head_dim_v), &c);
+    EXPECT_EQ(find_flash_tile_config(c.head_dim_qk, c.head_dim_v, c.family), &c);
   }
   EXPECT_EQ(find_flash_tile_config(192, 192), nullptr);
-  EXPECT_EQ(find_flash_tile_config(64, 64), nullptr);
+  EXPECT_EQ(find_flash_tile_config(64, 64, TileFamily::cdna3), nullptr);
+}
+
+// Every shape has a row per generation, with the same query rows per block
+// (the work lists are planned before the device is known). CDNA3's rows of
+// 192/128 and 128/128 take 32-key tiles for two workgroups per CU; 256/256
+// fits only once and keeps CDNA1/2's tile.
+TEST(FlashTileConfig, EveryShapeHasARowPerGeneration) {
+  for (const FlashTileConfig& c : flash_tile_configs) {
+    for (const TileFamily family : tile_families) {
+      const FlashTileConfig* row = find_flash_tile_config(c.head_dim_qk, c.head_dim_v, family);
+      ASSERT_NE(row, nullptr) << c.head_dim_qk << "/" << c.head_dim_v << " " << tile_family_name(family);
+      EXPECT_EQ(row->block_rows(), c.block_rows());
+    }
+  }
+  for (const auto& [qk, v] : {std::pair{192, 128}, std::pair{128, 128}}) {
+    const FlashTileConfig& row = *find_flash_tile_config(qk, v, TileFamily::cdna3);
+    EXPECT_EQ(row.block_cols, 32) << qk;
+    EXPECT_EQ(row.workgroups_per_cu, 2) << qk;
+    EXPECT_EQ(row.waves_per_simd(), 2) << qk;
+    EXPECT_EQ(find_flash_tile_config(qk, v)->workgroups_per_cu, 1) << qk;
+  }
+  const FlashTileConfig& big = *find_flash_tile_config(256, 256, TileFamily::cdna3);
+  EXPECT_EQ(big.workgroups_per_cu, 1);
+  EXPECT_EQ(big.block_cols, find_flash_tile_config(256, 256)->block_cols);
+}
+
+TEST(FlashTileConfig, GenerationOfEachArch) {
+  for (const char* arch : {"gfx940", "gfx941", "gfx942", "gfx950"})
+    EXPECT_EQ(tile_family(arch), TileFamily::cdna3) << arch;
+  for (const char* arch : {"gfx908", "gfx90a", "gfx1100", "gfx94", "gfx9420", ""}) {
+    EXPECT_EQ(tile_family(arch), TileFamily::cdna12) << arch;
+  }
 }
 
 TEST(FlashTileConfig, PaddingSpreadsOperandReadsOverBanks) {

@@ -1,6 +1,6 @@
 // The HIP_FLASH kernel source under the emulator, against a double-precision
-// attention on the host: every tile row (192/128, 128/128, 256/256), bf16 and
-// fp16, the gfx90a and gfx908 MFMA forms, causal (bottom-right aligned) and
+// attention on the host: every shape (192/128, 128/128, 256/256), bf16 and
+// fp16, the gfx90a and gfx908 MFMA forms and gfx942 (CDNA3's tile rows), causal (bottom-right aligned) and
 // not, over a varlen batch of odd lengths that includes a sequence with more
 // queries than keys (rows that see no key: output 0, LSE -inf), and split-KV
 // (the keys cut into ranges whose float32 partials the split merge joins,
@@ -23,6 +23,7 @@
 
 #include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/work_schedule.hpp"
+#include "hip/capability.hpp"
 #include "hip/flash_config.hpp"
 #include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
@@ -46,7 +47,7 @@ struct Case {
 
 std::string describe_case(const Case& c) {
   return "qk" + std::to_string(c.head_dim_qk) + "_v" + std::to_string(c.head_dim_v) + "_" +
-         (c.dtype == DType::bfloat16 ? "bf16" : "fp16") + "_" + (c.target == AmdTarget::gfx908 ? "gfx908" : "gfx90a") +
+         (c.dtype == DType::bfloat16 ? "bf16" : "fp16") + "_" + amd_target_name(c.target) +
          (c.causal ? "_causal" : "_full") + (c.splits > 1 ? "_split" + std::to_string(c.splits) : "");
 }
 
@@ -88,7 +89,8 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   const Case& tc = GetParam();
   const int dqk = tc.head_dim_qk;
   const int dv = tc.head_dim_v;
-  const hip_flash::FlashTileConfig* tile = hip_flash::find_flash_tile_config(dqk, dv);
+  const hip_flash::FlashTileConfig* tile =
+      hip_flash::find_flash_tile_config(dqk, dv, hip_flash::tile_family(amd_target_name(tc.target)));
   ASSERT_NE(tile, nullptr);
 
   const std::vector<std::int32_t> cu_q = prefix_sums(seqlens_q);
@@ -245,9 +247,10 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const hip_flash::FlashTileConfig& tile : hip_flash::flash_tile_configs) {
+    if (tile.family != hip_flash::TileFamily::cdna12) continue;  // one pass per shape; gfx942 takes CDNA3's row
     for (const DType dtype : {DType::bfloat16, DType::float16}) {
       // gfx908 differs from gfx90a only in its bf16 product (two 32x32x4 halves).
-      for (const AmdTarget target : {AmdTarget::gfx90a, AmdTarget::gfx908}) {
+      for (const AmdTarget target : {AmdTarget::gfx90a, AmdTarget::gfx908, AmdTarget::gfx942}) {
         if (target == AmdTarget::gfx908 && dtype != DType::bfloat16) continue;
         for (const bool causal : {true, false})
           cases.push_back({tile.head_dim_qk, tile.head_dim_v, dtype, target, causal});
@@ -258,8 +261,10 @@ std::vector<Case> all_cases() {
   // short sequences get empty ranges).
   const hip_flash::FlashTileConfig& first = hip_flash::flash_tile_configs[0];
   for (const bool causal : {true, false}) {
-    for (const int splits : {2, 4})
-      cases.push_back({first.head_dim_qk, first.head_dim_v, DType::bfloat16, AmdTarget::gfx90a, causal, splits});
+    for (const int splits : {2, 4}) {
+      for (const AmdTarget target : {AmdTarget::gfx90a, AmdTarget::gfx942})
+        cases.push_back({first.head_dim_qk, first.head_dim_v, DType::bfloat16, target, causal, splits});
+    }
   }
   return cases;
 }

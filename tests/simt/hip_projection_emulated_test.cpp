@@ -51,8 +51,7 @@ std::string short_name(DType dtype) {
 }
 
 std::string describe_case(const ProjectionCase& c) {
-  return short_name(c.dtype) + "_weights_" + short_name(c.weight) + "_" +
-         (c.target == AmdTarget::gfx908 ? "gfx908" : "gfx90a");
+  return short_name(c.dtype) + "_weights_" + short_name(c.weight) + "_" + amd_target_name(c.target);
 }
 
 std::string case_name(const testing::TestParamInfo<ProjectionCase>& info) { return describe_case(info.param); }
@@ -186,7 +185,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HipProjectionEmulated,
                          testing::Values(ProjectionCase{DType::bfloat16, DType::bfloat16, AmdTarget::gfx90a},
                                          ProjectionCase{DType::bfloat16, DType::float8_e4m3, AmdTarget::gfx908},
                                          ProjectionCase{DType::float16, DType::float16, AmdTarget::gfx90a},
-                                         ProjectionCase{DType::float16, DType::float32, AmdTarget::gfx90a}),
+                                         ProjectionCase{DType::float16, DType::float32, AmdTarget::gfx90a},
+                                         ProjectionCase{DType::bfloat16, DType::bfloat16, AmdTarget::gfx942}),
                          case_name);
 
 TEST(HipProjectionEmulatedLaunch, NoTokensLaunchesNothing) {
