@@ -18,10 +18,10 @@
 #include <iostream>
 #include <limits>
 #include <numeric>
-#include <random>
 
 #include "bench.hpp"
 #include "command.hpp"
+#include "host_fill.hpp"
 #include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
 
@@ -33,12 +33,9 @@ struct BenchInputs {
   std::vector<float> q, k, v, chunk_k, chunk_v;
 
   explicit BenchInputs(const BenchProblem& problem) {
-    std::mt19937 generator(20240601);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uint64_t stream = 20240601;
     const auto fill = [&](std::int64_t tokens, int width) {
-      std::vector<float> values(static_cast<std::size_t>(tokens * problem.heads * width));
-      for (float& value : values) value = normal(generator);
-      return values;
+      return random_normal(tokens * problem.heads * width, stream++);
     };
     const int dqk = problem.dims.qk_head_dim();
     const int dv = problem.dims.v_head_dim;

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "bench.hpp"
+#include "host_fill.hpp"
 #include "mla/backend/registry.hpp"
 #include "mla/platform.hpp"
 
@@ -64,13 +65,9 @@ struct StepData {
 
   explicit StepData(const StepProblem& problem) {
     const BenchProblem& shape = problem.shape;
-    std::mt19937 generator(20240602);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    const auto fill = [&](std::int64_t count, float scale) {
-      std::vector<float> values(static_cast<std::size_t>(count));
-      for (float& value : values) value = normal(generator) * scale;
-      return values;
-    };
+    std::mt19937 generator(20240602);  // the block order
+    std::uint64_t stream = 20240602;
+    const auto fill = [&](std::int64_t count, float scale) { return random_normal(count, stream++, scale); };
     const std::int64_t batch = static_cast<std::int64_t>(shape.new_lengths.size());
     const std::int64_t nq = shape.num_queries();
     const int rope = shape.dims.qk_rope_head_dim;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "host_fill.hpp"
 #include "npy.hpp"
 
 namespace mla::tools {
@@ -153,9 +154,11 @@ OwnedTensor upload(Queue& queue, const std::vector<float>& values, DType dtype,
           "upload: " + std::to_string(values.size()) + " values for " + tensor.view.describe());
   }
   std::vector<unsigned char> staging(values.size() * dtype_size(dtype));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    store_from_float(staging.data(), dtype, static_cast<std::int64_t>(i), values[i]);
-  }
+  parallel_ranges(static_cast<std::int64_t>(values.size()), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      store_from_float(staging.data(), dtype, i, values[static_cast<std::size_t>(i)]);
+    }
+  });
   if (!staging.empty()) queue.memcpy(tensor.view.data, staging.data(), staging.size());
   queue.wait();
   return tensor;
