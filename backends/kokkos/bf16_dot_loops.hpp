@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "avx512_block.hpp"
 #include "flash_math.hpp"
 
 namespace mla::kokkos::bf16_dot {
@@ -54,16 +55,7 @@ MLA_KOKKOS_AVX512_BF16 __attribute__((noinline)) void dot_block(const std::uint3
                                                                 const std::uint32_t* b, int ldb, int pairs, float* c,
                                                                 int ldc, const float* row_scale) {
   __m512 acc[kRows][2];
-  for (int r = 0; r < kRows; ++r) {
-    if (row_scale != nullptr) {
-      const __m512 scale = _mm512_set1_ps(row_scale[r]);
-      acc[r][0] = _mm512_mul_ps(_mm512_loadu_ps(c + r * ldc), scale);
-      acc[r][1] = _mm512_mul_ps(_mm512_loadu_ps(c + r * ldc + 16), scale);
-    } else {
-      acc[r][0] = _mm512_setzero_ps();
-      acc[r][1] = _mm512_setzero_ps();
-    }
-  }
+  avx512::start_block<kRows>(acc, c, ldc, row_scale);
   for (int p = 0; p < pairs; ++p) {
     const std::uint32_t* b_row = b + static_cast<std::ptrdiff_t>(p) * ldb;
     const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_ps(b_row));
@@ -77,10 +69,7 @@ MLA_KOKKOS_AVX512_BF16 __attribute__((noinline)) void dot_block(const std::uint3
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a_rp, b1);
     }
   }
-  for (int r = 0; r < kRows; ++r) {
-    _mm512_storeu_ps(c + r * ldc, acc[r][0]);
-    _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
-  }
+  avx512::finish_block<kRows>(acc, c, ldc);
 }
 
 // Online softmax over one key tile for the kNc queries [r0, r0 + kNc),

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "avx512_block.hpp"
+#include "flash_args.hpp"
 #include "flash_bf16.hpp"
 #include "flash_config.hpp"
 #include "flash_work.hpp"
@@ -39,8 +40,6 @@
 
 namespace mla::kokkos {
 namespace {
-
-constexpr float kLn2 = 0.6931471805599453f;
 
 // Offsets (in floats) of the scratch arrays of one work item.
 struct ScratchLayout {
@@ -79,57 +78,34 @@ struct FlashKernel {
   static constexpr int kRb = kTile.block_rows;
   static constexpr int kNc = kTile.block_cols;
   using In = typename Element<kIn>::Storage;
-  using Out = typename Element<kOut>::Storage;
-  typename StridedViewType<const In, 3>::type q, k, v;  // [Nq,H,dqk] [Nk,H,dqk] [Nk,H,dv]
-  typename StridedViewType<Out, 3>::type out;           // [Nq,H,dv]
-  typename StridedViewType<float, 2>::type lse;         // [H,Nq]
-  bool write_lse = false;
-  const std::int32_t* cu_q = nullptr;  // [B+1], the caller's vectors
-  const std::int32_t* cu_k = nullptr;
-  const WorkItem* work = nullptr;
+  FlashArgs<kIn, kOut> args;
   ScratchLayout layout;
-  bool causal = true;
-  float q_multiplier = 1.0f;    // softmax scale * log2(e): scores come out in log2 units
-  float out_multiplier = 1.0f;  // 1 / fp8 scale, 1 otherwise
 
   void operator()(std::int64_t index) const {
-    const WorkItem item = work[index];
-    const int q_begin = cu_q[item.sequence];
-    const int sq = cu_q[item.sequence + 1] - q_begin;
-    const int k_begin = cu_k[item.sequence];
-    const int sk = cu_k[item.sequence + 1] - k_begin;
-    const int tile_first = item.q_tile * kBr;  // first query of the tile within its sequence
-    const int rows = imin(kBr, sq - tile_first);
-    // What the tile's last row sees: the key loop's end.
-    const int keys = numeric::causal_key_end(tile_first + rows - 1, sq, sk, causal);
-    // Query i sees keys j <= i + diagonal (the same rule, per element).
-    const int diagonal = sk - sq;
+    const WorkItem item = args.work[index];
+    const ItemSpan span = item_span(item, args.cu_q, args.cu_k, kBr, args.causal);
+    const int rows = span.rows;
 
     float* scratch = thread_scratch(static_cast<std::size_t>(layout.total));
-    float* qt = scratch + layout.qt;
     float* acc = scratch + layout.acc;
     float* row_max = scratch + layout.row_max;
     float* row_sum = scratch + layout.row_sum;
 
-    stage_queries(qt, q_begin + tile_first, rows, item.head);
-    for (int r = 0; r < kBr; ++r) {
-      row_max[r] = neg_infinity();
-      row_sum[r] = 0.0f;
-      for (int c = 0; c < layout.dv_padded; ++c) acc[r * layout.dv_padded + c] = 0.0f;
-    }
-
-    for (int kv_first = 0; kv_first < keys; kv_first += kBc) {
-      const int cols = imin(kBc, keys - kv_first);
-      stage_keys_values(scratch, k_begin + kv_first, cols, item.head);
+    stage_queries(scratch + layout.qt, span.q_begin + span.tile_first, rows, item.head);
+    reset_softmax_state(row_max, row_sum, acc, kBr, layout.dv_padded);
+    for (int kv_first = 0; kv_first < span.keys; kv_first += kBc) {
+      const int cols = imin(kBc, span.keys - kv_first);
+      stage_keys_values(scratch, span.k_begin + kv_first, cols, item.head);
       // Query r sees key j of this tile iff j <= r + shift; `masked` when
       // some query of the tile does not see some key of it.
-      const int shift = tile_first + diagonal - kv_first;
-      const bool masked = causal && cols - 1 > shift;
+      const int shift = span.tile_first + span.diagonal - kv_first;
+      const bool masked = args.causal && cols - 1 > shift;
       scores(scratch, rows, cols, masked, shift);
       softmax_update(scratch, rows, cols, masked, shift);
       accumulate_values(scratch, rows, cols, masked, shift);
     }
-    store_output(scratch, q_begin + tile_first, rows, item.head);
+    store_output(args, acc, layout.dv_padded, row_max, row_sum, span.q_begin + span.tile_first, rows, item.head,
+                 layout.dv);
   }
 
   // Rows the staging loops ask for ahead of the one they copy, so several
@@ -139,6 +115,8 @@ struct FlashKernel {
 
   // qt[d][r] = q[token r][head][d] * q_multiplier; rows past the tile end are 0.
   void stage_queries(float* qt, int token, int rows, int head) const {
+    const auto& q = args.q;
+    const float q_multiplier = args.q_multiplier;
     const int dqk = layout.dqk;
     for (int r = 0; r < kBr; ++r) {
       if (r + kStageAhead < rows && q.stride_2() == 1) {
@@ -155,6 +133,8 @@ struct FlashKernel {
   // kr[j][d] and vr[j][c] in fp32; key rows up to the register block are 0
   // so the score product reads finite values there.
   void stage_keys_values(float* scratch, int token, int cols, int head) const {
+    const auto& k = args.k;
+    const auto& v = args.v;
     float* kr = scratch + layout.kr;
     float* vr = scratch + layout.vr;
     const int dqk = layout.dqk;
@@ -249,47 +229,17 @@ struct FlashKernel {
       gemm_block(st + r, 1, kBr, vr + c, dv_padded, depth, acc + r * dv_padded + c, dv_padded, row_alpha + r);
     }
   }
-
-  void store_output(float* scratch, int token, int rows, int head) const {
-    const float* acc = scratch + layout.acc;
-    const float* row_max = scratch + layout.row_max;
-    const float* row_sum = scratch + layout.row_sum;
-    const int dv = layout.dv;
-    for (int r = 0; r < rows; ++r) {
-      const float sum = row_sum[r];
-      // No visible key: output 0 and LSE -inf (docs/contract.md §2).
-      const float inverse = sum > 0.0f ? out_multiplier / sum : 0.0f;
-      for (int c = 0; c < dv; ++c)
-        out(token + r, head, c) = Element<kOut>::store(acc[r * layout.dv_padded + c] * inverse);
-      if (write_lse) {
-        lse(head, token + r) = sum > 0.0f ? (row_max[r] + kmath::log2(sum)) * kLn2 : neg_infinity();
-      }
-    }
-  }
 };
 
 template <DType kIn, DType kOut, HostIsa kIsa>
 void launch(const AttentionProblem& problem) {
   using Kernel = FlashKernel<kIn, kOut, kIsa>;
-  using In = typename Element<kIn>::Storage;
   const int heads = static_cast<int>(problem.q.shape[1]);
   const std::vector<WorkItem> work = build_work_list(problem, heads, Kernel::kBr);
   if (work.empty()) return;
-  Kernel kernel{
-      wrap<const In, 3>(problem.q),
-      wrap<const In, 3>(problem.k),
-      wrap<const In, 3>(problem.v),
-      wrap<typename Element<kOut>::Storage, 3>(problem.out),
-      {},
-      !problem.lse.empty_view(),
-      problem.cu_q->data(),
-      problem.cu_k->data(),
-      work.data(),
+  const Kernel kernel{
+      FlashArgs<kIn, kOut>(problem, work),
       ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]), Kernel::kTile)};
-  if (kernel.write_lse) kernel.lse = wrap<float, 2>(problem.lse);
-  kernel.causal = problem.causal;
-  kernel.q_multiplier = problem.scale * numeric::log2e;
-  kernel.out_multiplier = problem.out_scale ? 1.0f / *problem.out_scale : 1.0f;
   for_each_item("mla_kokkos_flash_attention", static_cast<std::int64_t>(work.size()), kernel);
 }
 

@@ -27,14 +27,13 @@
 #include <vector>
 
 #include "bf16_dot_loops.hpp"
+#include "flash_args.hpp"
 #include "flash_work.hpp"
 #include "host_parallel.hpp"
 #include "kokkos_views.hpp"
 
 namespace mla::kokkos {
 namespace {
-
-constexpr float kLn2 = 0.6931471805599453f;
 
 // Query rows per item, keys per tile, rows of a register block: the fp32
 // avx512 row of flash_config.hpp (192 queries were 2% faster than 96 at 4k
@@ -78,29 +77,13 @@ struct Bf16Layout {
 template <DType kOut>
 struct FlashBf16Kernel {
   using In = typename Element<DType::bfloat16>::Storage;
-  using Out = typename Element<kOut>::Storage;
-  typename StridedViewType<const In, 3>::type q, k, v;  // [Nq,H,dqk] [Nk,H,dqk] [Nk,H,dv]
-  typename StridedViewType<Out, 3>::type out;           // [Nq,H,dv]
-  typename StridedViewType<float, 2>::type lse;         // [H,Nq]
-  bool write_lse = false;
-  const std::int32_t* cu_q = nullptr;  // [B+1], the caller's vectors
-  const std::int32_t* cu_k = nullptr;
-  const WorkItem* work = nullptr;
+  FlashArgs<DType::bfloat16, kOut> args;
   Bf16Layout layout;
-  bool causal = true;
-  float q_multiplier = 1.0f;    // softmax scale * log2(e): scores in log2 units
-  float out_multiplier = 1.0f;  // 1 / fp8 scale, 1 otherwise
 
   void operator()(std::int64_t index) const {
-    const WorkItem item = work[index];
-    const int q_begin = cu_q[item.sequence];
-    const int sq = cu_q[item.sequence + 1] - q_begin;
-    const int k_begin = cu_k[item.sequence];
-    const int sk = cu_k[item.sequence + 1] - k_begin;
-    const int tile_first = item.q_tile * kBr;
-    const int rows = imin(kBr, sq - tile_first);
-    const int keys = numeric::causal_key_end(tile_first + rows - 1, sq, sk, causal);
-    const int diagonal = sk - sq;
+    const WorkItem item = args.work[index];
+    const ItemSpan span = item_span(item, args.cu_q, args.cu_k, kBr, args.causal);
+    const int rows = span.rows;
 
     auto* scratch = reinterpret_cast<std::uint32_t*>(thread_scratch(static_cast<std::size_t>(layout.total)));
     float* acc = reinterpret_cast<float*>(scratch + layout.acc);
@@ -109,24 +92,20 @@ struct FlashBf16Kernel {
     float* row_alpha = reinterpret_cast<float*>(scratch + layout.row_alpha);
     float* st = reinterpret_cast<float*>(scratch + layout.st);
 
-    stage_queries(scratch + layout.qt, q_begin + tile_first, rows, item.head);
-    for (int r = 0; r < kBr; ++r) {
-      row_max[r] = neg_infinity();
-      row_sum[r] = 0.0f;
-      for (int c = 0; c < layout.dv_padded; ++c) acc[r * layout.dv_padded + c] = 0.0f;
-    }
+    stage_queries(scratch + layout.qt, span.q_begin + span.tile_first, rows, item.head);
+    reset_softmax_state(row_max, row_sum, acc, kBr, layout.dv_padded);
     const int score_blocks = round_up(round_up(rows, kRb), kNc) / kNc;  // every row the value product reads
     const int value_rows = round_up(rows, kRb) / kRb;
-    for (int kv_first = 0; kv_first < keys; kv_first += kBc) {
-      const int cols = imin(kBc, keys - kv_first);
-      stage_keys_values(scratch, k_begin + kv_first, cols, item.head);
+    for (int kv_first = 0; kv_first < span.keys; kv_first += kBc) {
+      const int cols = imin(kBc, span.keys - kv_first);
+      stage_keys_values(scratch, span.k_begin + kv_first, cols, item.head);
       // st[j][r] = q_r . k_j: blocks of kRb keys x kNc queries, keys fastest
       // so one column slice of qt stays in L1.
       // Query r sees key j iff j <= r + shift; in a masked tile, blocks no
       // query of the block sees are skipped (the softmax sets them to -inf
       // before reading), as in flash_attention.cpp.
-      const int shift = tile_first + diagonal - kv_first;
-      const bool masked = causal && cols - 1 > shift;
+      const int shift = span.tile_first + span.diagonal - kv_first;
+      const bool masked = args.causal && cols - 1 > shift;
       const int key_blocks = round_up(cols, kRb) / kRb;
       for (int block = 0; block < key_blocks * score_blocks; ++block) {
         const int j = (block % key_blocks) * kRb;
@@ -137,7 +116,7 @@ struct FlashBf16Kernel {
       }
       for (int block = 0; block < score_blocks; ++block) {
         bf16_dot::softmax_block<kBr, kNc>(st, scratch + layout.pt, row_max, row_sum, row_alpha, block * kNc, cols,
-                                          masked, shift, q_multiplier);
+                                          masked, shift, args.q_multiplier);
       }
       // acc[r][:] = acc[r][:] * row_alpha[r] + sum_j P[r][j] v[j][:], each
       // block's depth ending after the last key its queries see (P = 0
@@ -151,7 +130,8 @@ struct FlashBf16Kernel {
                                  acc + r * layout.dv_padded + c, layout.dv_padded, row_alpha + r);
       }
     }
-    store_output(acc, row_max, row_sum, q_begin + tile_first, rows, item.head);
+    store_output(args, acc, layout.dv_padded, row_max, row_sum, span.q_begin + span.tile_first, rows, item.head,
+                 layout.dv);
   }
 
   // The pair of elements d and d + 1 of a row (d + 1 past the end reads 0).
@@ -162,6 +142,7 @@ struct FlashBf16Kernel {
 
   // qt[p][r] = pair p of query r; rows past the tile end are 0.
   void stage_queries(std::uint32_t* qt, int token, int rows, int head) const {
+    const auto& q = args.q;
     const auto stride = static_cast<std::ptrdiff_t>(q.stride_2());
     for (int r = 0; r < kBr; ++r) {
       if (stride == 1 && r + kStageAhead < rows) {
@@ -176,6 +157,8 @@ struct FlashBf16Kernel {
   // vp[j/2][c] = values of keys j and j + 1 (key `cols` and columns past
   // dv 0, so the value product reads finite zeros there).
   void stage_keys_values(std::uint32_t* scratch, int token, int cols, int head) const {
+    const auto& k = args.k;
+    const auto& v = args.v;
     std::uint32_t* kp = scratch + layout.kp;
     std::uint32_t* vp = scratch + layout.vp;
     const int dqk_pairs = layout.dqk_pairs;
@@ -205,42 +188,16 @@ struct FlashBf16Kernel {
       for (int c = layout.dv; c < layout.dv_padded; ++c) v_row[c] = 0u;
     }
   }
-
-  void store_output(const float* acc, const float* row_max, const float* row_sum, int token, int rows, int head) const {
-    for (int r = 0; r < rows; ++r) {
-      const float sum = row_sum[r];
-      // No visible key: output 0 and LSE -inf (docs/contract.md §2).
-      const float inverse = sum > 0.0f ? out_multiplier / sum : 0.0f;
-      for (int c = 0; c < layout.dv; ++c)
-        out(token + r, head, c) = Element<kOut>::store(acc[r * layout.dv_padded + c] * inverse);
-      if (write_lse) {
-        lse(head, token + r) = sum > 0.0f ? (row_max[r] + kmath::log2(sum)) * kLn2 : neg_infinity();
-      }
-    }
-  }
 };
 
 template <DType kOut>
 void launch(const AttentionProblem& problem) {
   using Kernel = FlashBf16Kernel<kOut>;
-  using In = typename Kernel::In;
   const int heads = static_cast<int>(problem.q.shape[1]);
   const std::vector<WorkItem> work = build_work_list(problem, heads, kBr);
   if (work.empty()) return;
-  Kernel kernel{wrap<const In, 3>(problem.q),
-                wrap<const In, 3>(problem.k),
-                wrap<const In, 3>(problem.v),
-                wrap<typename Element<kOut>::Storage, 3>(problem.out),
-                {},
-                !problem.lse.empty_view(),
-                problem.cu_q->data(),
-                problem.cu_k->data(),
-                work.data(),
-                Bf16Layout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]))};
-  if (kernel.write_lse) kernel.lse = wrap<float, 2>(problem.lse);
-  kernel.causal = problem.causal;
-  kernel.q_multiplier = problem.scale * numeric::log2e;
-  kernel.out_multiplier = problem.out_scale ? 1.0f / *problem.out_scale : 1.0f;
+  const Kernel kernel{FlashArgs<DType::bfloat16, kOut>(problem, work),
+                      Bf16Layout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]))};
   for_each_item("mla_kokkos_flash_attention_bf16_dot", static_cast<std::int64_t>(work.size()), kernel);
 }
 

@@ -1,0 +1,101 @@
+// What both KOKKOS attention kernels take and do per work item, outside their
+// products: flash_attention.cpp's fp32 loop and flash_bf16.cpp's AVX512-BF16
+// one. The call's views and scalars, where an item's queries and keys lie,
+// the reset of the online softmax state and the epilogue. The kernels differ
+// in how they stage and multiply; these parts must not.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "flash_math.hpp"
+#include "flash_work.hpp"
+#include "kokkos_views.hpp"
+
+namespace mla::kokkos {
+
+// One call's inputs, outputs and scalars, as the kernels read them.
+template <DType kIn, DType kOut>
+struct FlashArgs {
+  using In = typename Element<kIn>::Storage;
+  using Out = typename Element<kOut>::Storage;
+  typename StridedViewType<const In, 3>::type q, k, v;  // [Nq,H,dqk] [Nk,H,dqk] [Nk,H,dv]
+  typename StridedViewType<Out, 3>::type out;           // [Nq,H,dv]
+  typename StridedViewType<float, 2>::type lse;         // [H,Nq]; only with write_lse
+  bool write_lse = false;
+  const std::int32_t* cu_q = nullptr;  // [B+1], the caller's vectors
+  const std::int32_t* cu_k = nullptr;
+  const WorkItem* work = nullptr;  // the caller's list, alive for the call
+  bool causal = true;
+  float q_multiplier = 1.0f;    // softmax scale * log2(e): scores in log2 units
+  float out_multiplier = 1.0f;  // 1 / fp8 scale, 1 otherwise
+
+  FlashArgs(const AttentionProblem& problem, const std::vector<WorkItem>& items)
+      : q(wrap<const In, 3>(problem.q)),
+        k(wrap<const In, 3>(problem.k)),
+        v(wrap<const In, 3>(problem.v)),
+        out(wrap<Out, 3>(problem.out)),
+        write_lse(!problem.lse.empty_view()),
+        cu_q(problem.cu_q->data()),
+        cu_k(problem.cu_k->data()),
+        work(items.data()),
+        causal(problem.causal),
+        q_multiplier(problem.scale * numeric::log2e),
+        out_multiplier(problem.out_scale ? 1.0f / *problem.out_scale : 1.0f) {
+    if (write_lse) lse = wrap<float, 2>(problem.lse);
+  }
+};
+
+// Where one work item's queries and keys lie, for tiles of `rows_q` queries.
+struct ItemSpan {
+  int q_begin = 0;     // the sequence's first query token
+  int k_begin = 0;     // its first key token
+  int tile_first = 0;  // the tile's first query within the sequence
+  int rows = 0;        // queries in the tile
+  int keys = 0;        // keys the tile's last row sees: the end of the key loop
+  int diagonal = 0;    // query i sees keys j <= i + diagonal (causal, bottom-right)
+};
+
+inline ItemSpan item_span(const WorkItem& item, const std::int32_t* cu_q, const std::int32_t* cu_k, int rows_q,
+                          bool causal) {
+  ItemSpan span;
+  span.q_begin = cu_q[item.sequence];
+  const int sq = cu_q[item.sequence + 1] - span.q_begin;
+  span.k_begin = cu_k[item.sequence];
+  const int sk = cu_k[item.sequence + 1] - span.k_begin;
+  span.tile_first = item.q_tile * rows_q;
+  span.rows = imin(rows_q, sq - span.tile_first);
+  span.keys = numeric::causal_key_end(span.tile_first + span.rows - 1, sq, sk, causal);
+  span.diagonal = sk - sq;
+  return span;
+}
+
+// The online softmax state of `rows` queries before the first key tile: max
+// -inf, sum 0, and their `acc_cols` accumulators 0.
+inline void reset_softmax_state(float* row_max, float* row_sum, float* acc, int rows, int acc_cols) {
+  for (int r = 0; r < rows; ++r) {
+    row_max[r] = neg_infinity();
+    row_sum[r] = 0.0f;
+    for (int c = 0; c < acc_cols; ++c) acc[r * acc_cols + c] = 0.0f;
+  }
+}
+
+// The epilogue of `rows` queries from token `token`: out = acc / row sum
+// (times out_multiplier), the first dv of acc_cols columns, and the
+// natural-log LSE; a row without a visible key gets 0 and -inf
+// (docs/contract.md §2).
+template <DType kIn, DType kOut>
+void store_output(const FlashArgs<kIn, kOut>& args, const float* acc, int acc_cols, const float* row_max,
+                  const float* row_sum, int token, int rows, int head, int dv) {
+  constexpr float kLn2 = 0.6931471805599453f;
+  for (int r = 0; r < rows; ++r) {
+    const float sum = row_sum[r];
+    const float inverse = sum > 0.0f ? args.out_multiplier / sum : 0.0f;
+    for (int c = 0; c < dv; ++c) args.out(token + r, head, c) = Element<kOut>::store(acc[r * acc_cols + c] * inverse);
+    if (args.write_lse) {
+      args.lse(head, token + r) = sum > 0.0f ? (row_max[r] + kmath::log2(sum)) * kLn2 : neg_infinity();
+    }
+  }
+}
+
+}  // namespace mla::kokkos
