@@ -36,12 +36,6 @@ using gpu::FlashParams;
 
 namespace detail {
 
-// Two floats stored as one 8-byte access (a split's partial output).
-struct alignas(8) FloatPair {
-  float lo;
-  float hi;
-};
-
 // cp.async of a [Rows, Dim] tile whose row r starts at src + r * row_stride
 // into a swizzled shared tile; rows >= valid_rows become zeros.
 //
@@ -368,8 +362,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
 #pragma unroll
       for (int n = 0; n < o_tiles; ++n) {
         const int col = n * 8 + layout::acc_col(lane, 0);
-        *reinterpret_cast<detail::FloatPair*>(partial + col) =
-            detail::FloatPair{o[n][2 * r] * factor, o[n][2 * r + 1] * factor};
+        *reinterpret_cast<gpu::FloatPair*>(partial + col) =
+            gpu::FloatPair{o[n][2 * r] * factor, o[n][2 * r + 1] * factor};
       }
       if (lane % 4 == 0) {
         p.partial_lse[(static_cast<std::int64_t>(split) * p.num_heads + head) * p.q_tokens + token] = lse;

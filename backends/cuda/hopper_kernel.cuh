@@ -233,12 +233,6 @@ __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max
   }
 }
 
-// Two floats stored as one 8-byte access (a split's partial output).
-struct alignas(8) FloatPair {
-  float lo;
-  float hi;
-};
-
 template <int HeadDimV>
 __device__ inline void rescale_o(float (&o)[HeadDimV / 2], const float (&rescale)[2]) {
 #pragma unroll
@@ -509,8 +503,8 @@ __global__ void __launch_bounds__(block_threads, 1)
                                 static_cast<std::int64_t>(HeadDimV);
 #pragma unroll
         for (int n = 0; n < HeadDimV / 8; ++n) {
-          *reinterpret_cast<detail::FloatPair*>(partial + n * 8 + quad_col) =
-              detail::FloatPair{o[4 * n + 2 * r] * factor, o[4 * n + 2 * r + 1] * factor};
+          *reinterpret_cast<gpu::FloatPair*>(partial + n * 8 + quad_col) =
+              gpu::FloatPair{o[4 * n + 2 * r] * factor, o[4 * n + 2 * r + 1] * factor};
         }
         if (lane % 4 == 0) {
           p.partial_lse[(static_cast<std::int64_t>(a.split) * p.num_heads + a.head) * p.q_tokens + token] = lse;

@@ -63,4 +63,11 @@ struct FlashParams {
   float* partial_lse = nullptr;  // [num_splits, H, q_tokens]
 };
 
+// Two floats stored as one 8-byte access: the CUDA kernels write their
+// split-KV partial output (partial_out) in pairs of adjacent dims.
+struct alignas(8) FloatPair {
+  float lo;
+  float hi;
+};
+
 }  // namespace mla::gpu
