@@ -59,19 +59,20 @@ void GpuFlashBackend::check_kernel_layouts(std::initializer_list<Operand> operan
   }
 }
 
-void GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
+KernelTile GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
   const std::string name = vendor_.backend_name;
   require_queue_kind(name, call, {vendor_.queue_backend}, queue);
-  choose_or_raise(vendor_, params(), &queue.capability());
+  const KernelTile tile = choose_or_raise(vendor_, params(), &queue.capability()).tile;
   if (check_prepared_device && device_metadata_.uploaded() && device_metadata_.device_index() != queue.device_index()) {
     raise(ErrorCategory::invalid_argument, name + " " + call + " on device " + std::to_string(queue.device_index()) +
                                                " but prepare() uploaded the metadata to device " +
                                                std::to_string(device_metadata_.device_index()));
   }
+  return tile;
 }
 
 void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
-  require_queue(queue, "prepare", false);
+  kernel_ = require_queue(queue, "prepare", false);
   PrefillBackend::prepare(queue, metadata);
   // The previous buffer may be overwritten in stream order only when every
   // kernel that read it ran on this queue's stream.
@@ -83,7 +84,7 @@ void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
 }
 
 void GpuFlashBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) {
-  require_queue(queue, "prepare_device", false);
+  kernel_ = require_queue(queue, "prepare_device", false);
   record_device_step(metadata);
   if (!queue.can_access(metadata.memory)) {
     raise(ErrorCategory::invalid_argument, std::string(vendor_.backend_name) +

@@ -82,8 +82,8 @@ class GpuFlashBackend final : public PrefillBackend {
  private:
   // Error(not_supported) unless `queue` is the vendor's queue kind on a device
   // the chooser accepts; for runs also Error(invalid_argument) unless it is on
-  // prepare()'s device.
-  void require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
+  // prepare()'s device. Returns the chooser's tile for that device.
+  KernelTile require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
   // What both attention calls check of their operands (named in order q, k,
   // v, out) besides the shared argument checks: the kernels' layout.
   struct Operand {
@@ -101,7 +101,10 @@ class GpuFlashBackend final : public PrefillBackend {
   void split_keys(const Queue& queue, FlashParams& p, const gpu::DevicePhase& phase, const std::string& call) const;
 
   FlashVendor vendor_;
-  KernelTile kernel_;                           // the chooser's answer for the params' dtype and dims
+  // The chooser's tile for the params' dtype and dims: for no device until
+  // prepare(), then for the prepared queue's device (HIP_FLASH's differs by
+  // gfx generation in keys per tile, never in query rows per block).
+  KernelTile kernel_;
   std::unique_ptr<LatentProjector> projector_;  // vendor_.make_projector's, if any
   gpu::DeviceMetadata device_metadata_;
   // The queue prepare() uploaded on: a run on a queue over another stream of
