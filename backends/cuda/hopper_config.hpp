@@ -46,6 +46,11 @@ inline constexpr std::size_t barrier_bytes = 8 * (2 + 4 * stages);
 // After the barriers: the tile the producer hands to the consumers with each
 // Q (an int, -1 when there is none left), padded to 8 bytes.
 inline constexpr std::size_t tile_slot_bytes = 8;
+// The TMA-store epilogue (HopperSchedule::tma_store) stages O through one
+// panel per consumer: 64 rows x 64 columns, 128-byte swizzled as the output
+// tensor map's boxes are, written and stored once per 64 columns of dv.
+inline constexpr std::size_t staging_panel_bytes = static_cast<std::size_t>(rows_per_consumer) * panel_row_bytes;
+inline constexpr std::size_t staging_bytes = consumer_warpgroups * staging_panel_bytes;
 
 struct HopperTileConfig {
   int head_dim_qk;
@@ -66,13 +71,18 @@ struct HopperTileConfig {
   // Bytes of one stage (its K, then its V); k_bytes() and v_bytes() are the
   // expect_tx of its K and V full barriers.
   MLA_HOST_DEVICE constexpr std::size_t stage_bytes() const { return k_bytes() + v_bytes(); }
-  // Layout from the 1024-aligned base: [Q][stage 0: K, V][stage 1: K, V][barriers][tile slot].
+  // Layout from the 1024-aligned base: [Q][stage 0: K, V][stage 1: K, V][barriers][tile slot]
+  // and, with the TMA-store epilogue only, [staging] on the next 1024-byte boundary.
   MLA_HOST_DEVICE constexpr std::size_t stage_offset(int stage) const { return q_bytes() + stage * stage_bytes(); }
   MLA_HOST_DEVICE constexpr std::size_t barrier_offset() const { return stage_offset(stages); }
   MLA_HOST_DEVICE constexpr std::size_t tile_slot_offset() const { return barrier_offset() + barrier_bytes; }
-  // The dynamic allocation: the layout plus the slack to align its base.
-  MLA_HOST_DEVICE constexpr std::size_t shared_bytes() const {
-    return tile_slot_offset() + tile_slot_bytes + swizzle_atom_bytes;
+  MLA_HOST_DEVICE constexpr std::size_t staging_offset() const {
+    return (tile_slot_offset() + tile_slot_bytes + swizzle_atom_bytes - 1) / swizzle_atom_bytes * swizzle_atom_bytes;
+  }
+  // The dynamic allocation: the layout plus the slack to align its base;
+  // `staged`: with the staging panels.
+  MLA_HOST_DEVICE constexpr std::size_t shared_bytes(bool staged = false) const {
+    return (staged ? staging_offset() + staging_bytes : tile_slot_offset() + tile_slot_bytes) + swizzle_atom_bytes;
   }
   MLA_HOST_DEVICE constexpr int fragment_registers() const { return head_dim_v / 2 + block_cols / 2 + 4; }
 };
@@ -86,7 +96,8 @@ MLA_HOST_DEVICE constexpr bool is_valid(const HopperTileConfig& c) {
   const bool panels = c.head_dim_qk % panel_elements == 0 && c.head_dim_v % panel_elements == 0;
   const bool shapes = is_wgmma_n(c.block_cols) && is_wgmma_n(c.head_dim_v) && c.block_cols % 16 == 0;
   const bool boxes = c.block_cols <= 256 && block_rows <= 256;
-  const bool fits = c.shared_bytes() <= max_shared_bytes && c.fragment_registers() <= fragment_register_budget;
+  // Both epilogues fit: the TMA store's staging never changes the tile.
+  const bool fits = c.shared_bytes(true) <= max_shared_bytes && c.fragment_registers() <= fragment_register_budget;
   return panels && shapes && boxes && fits;
 }
 

@@ -20,8 +20,10 @@
 //     O = O * rescale; O += P V (wgmma with P from registers, V MN-major)
 //     releasing K once S has read it and V once P V has. The epilogue divides by the row sum and writes
 //     O (q's dtype or fp8 e4m3) and the natural-log LSE straight from the
-//     accumulators, predicated per row: a TMA store could not stop at a
-//     sequence's end in a varlen batch.
+//     accumulators, predicated per row; with HopperSchedule::tma_store, a
+//     consumer whose 64 rows lie inside the sequence stages O in shared
+//     memory and stores it by TMA instead (a box cannot stop at a
+//     sequence's end in a varlen batch, so the other rows stay predicated).
 // Key tiles run from the last to the first, so the causal diagonal tiles
 // (masked) come first and the rest run without mask code; key tiles past a
 // query tile's causal end are never loaded. With split-KV (num_splits > 1)
@@ -245,18 +247,67 @@ __device__ inline void rescale_o(float (&o)[HeadDimV / 2], const float (&rescale
   }
 }
 
+// O of one consumer's 64 rows (all inside their sequence) through its
+// staging panel, 64 columns of dv at a time: the warpgroup writes the panel
+// with stmatrix, 128-byte swizzled as the output map's box; each thread
+// orders its generic-proxy writes before the async proxy's read
+// (fence.proxy.async); after the warpgroup's barrier one thread stores the
+// box with TMA. The panel is written again only after that thread has seen
+// the previous store finish reading it (wait_group.read) and the warpgroup
+// has passed a barrier. Named barrier 3 + consumer (1 and 2 are the
+// ping-pong turns).
+template <class T, int HeadDimV>
+__device__ inline void store_o_tma(const float (&o)[HeadDimV / 2], const float (&factor)[2], unsigned char* panel,
+                                   const sm90::TensorMap* o_map, int token, int head, int consumer) {
+  const int thread = static_cast<int>(threadIdx.x) % warpgroup_threads;
+  const int lane = thread % 32;
+  const bool issuer = thread == 0;
+  const unsigned barrier = 3u + static_cast<unsigned>(consumer);
+  const cuda_flash::sm80::Pack2<T> pack{};
+  // stmatrix x4 of 16 columns: lane 8m + i gives row i of matrix m, matrices
+  // 0 and 1 being rows 0-7 and 8-15 of the warp's 16 in the first 8 columns,
+  // 2 and 3 the same in the next 8.
+  const int m = lane / 8;
+  const int row = (thread / 32) * 16 + (m % 2) * 8 + lane % 8;
+  const std::uint32_t row_address = sm90::shared_address(panel) + static_cast<std::uint32_t>(row * panel_row_bytes);
+#pragma unroll
+  for (int j = 0; j < HeadDimV / panel_elements; ++j) {
+    if (issuer) sm90::tma_store_wait<0>();
+    sm90::named_barrier_sync(barrier, warpgroup_threads);
+#pragma unroll
+    for (int c = 0; c < panel_elements / 16; ++c) {
+      const int n = j * (panel_elements / 8) + 2 * c;  // the first 8-column block of o
+      const std::uint32_t r[4] = {
+          pack(o[4 * n] * factor[0], o[4 * n + 1] * factor[0]),
+          pack(o[4 * n + 2] * factor[1], o[4 * n + 3] * factor[1]),
+          pack(o[4 * n + 4] * factor[0], o[4 * n + 5] * factor[0]),
+          pack(o[4 * n + 6] * factor[1], o[4 * n + 7] * factor[1]),
+      };
+      const int chunk = 2 * c + m / 2;  // 16-byte chunk of the row, before the swizzle
+      sm90::stmatrix_x4(row_address + static_cast<std::uint32_t>(((chunk ^ (row % 8)) * 16)), r);
+    }
+    sm90::fence_proxy_async_shared();
+    sm90::named_barrier_sync(barrier, warpgroup_threads);
+    if (issuer) {
+      sm90::tma_store_3d(o_map, panel, j * panel_elements, token, head);
+      sm90::tma_store_commit_group();
+    }
+  }
+}
+
 }  // namespace detail
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 __global__ void __launch_bounds__(block_threads, 1)
     hopper_flash_kernel(const FlashParams p, const HopperSchedule schedule,
                         const __grid_constant__ sm90::TensorMap q_map, const __grid_constant__ sm90::TensorMap k_map,
-                        const __grid_constant__ sm90::TensorMap v_map) {
+                        const __grid_constant__ sm90::TensorMap v_map, const __grid_constant__ sm90::TensorMap o_map) {
   constexpr HopperTileConfig cfg = HopperTile<HeadDimQk, HeadDimV>::value;
   constexpr int block_cols = cfg.block_cols;
   constexpr int qk_panels = cfg.qk_panels();
   constexpr int v_panels = cfg.v_panels();
   static_assert(HeadDimV <= 256 && block_cols <= 256, "one wgmma per GEMM row block");
+  static_assert(HeadDimV % panel_elements == 0, "the TMA-store epilogue stages whole panels");
 
   extern __shared__ __align__(16) unsigned char shared[];
   // The swizzle pattern is anchored at 1024-byte boundaries: align the base
@@ -375,6 +426,8 @@ __global__ void __launch_bounds__(block_threads, 1)
   // This thread's accumulator rows within the block: r = 0 and r = 1 (8 below).
   const int thread_row = consumer * rows_per_consumer + warp * 16 + lane / 4;
   const unsigned char* const q_rows = q_smem + consumer * rows_per_consumer * panel_row_bytes;
+  unsigned char* const staging = smem + cfg.staging_offset() + consumer * staging_panel_bytes;
+  const bool tma_store = schedule.tma_store != 0;
   const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
   const cuda_flash::sm80::Pack2<T> pack{};
   // Ping-pong (schedule.pingpong): the two consumers take turns at issuing
@@ -488,11 +541,24 @@ __global__ void __launch_bounds__(block_threads, 1)
     q_phase ^= 1u;
 
     // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.
+    float factor[2];
+    float lse[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = cuda_flash::sm80::quad_sum(row_sum[r]);
-      const float factor = gpu::output_factor(sum);
-      const float lse = gpu::natural_lse(row_max[r], sum);
+      factor[r] = gpu::output_factor(sum);
+      lse[r] = gpu::natural_lse(row_max[r], sum);
+    }
+    // With the TMA-store epilogue, a consumer whose 64 rows all lie inside
+    // the sequence stores O by TMA (a box past the sequence's end would
+    // overwrite the next sequence's rows); the rest store from registers.
+    const int first_row = b.row0 + consumer * rows_per_consumer;
+    const bool staged = tma_store && first_row + rows_per_consumer <= b.seqlen_q;
+    if (staged) {
+      detail::store_o_tma<T, HeadDimV>(o, factor, staging, &o_map, b.q_start + first_row, a.head, consumer);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
       const int row = b.row0 + thread_row + 8 * r;  // within the sequence
       if (row >= b.seqlen_q) continue;
       const std::int64_t token = static_cast<std::int64_t>(b.q_start) + row;
@@ -504,32 +570,38 @@ __global__ void __launch_bounds__(block_threads, 1)
 #pragma unroll
         for (int n = 0; n < HeadDimV / 8; ++n) {
           *reinterpret_cast<gpu::FloatPair*>(partial + n * 8 + quad_col) =
-              gpu::FloatPair{o[4 * n + 2 * r] * factor, o[4 * n + 2 * r + 1] * factor};
+              gpu::FloatPair{o[4 * n + 2 * r] * factor[r], o[4 * n + 2 * r + 1] * factor[r]};
         }
         if (lane % 4 == 0) {
-          p.partial_lse[(static_cast<std::int64_t>(a.split) * p.num_heads + a.head) * p.q_tokens + token] = lse;
+          p.partial_lse[(static_cast<std::int64_t>(a.split) * p.num_heads + a.head) * p.q_tokens + token] = lse[r];
         }
         continue;
       }
-      const std::int64_t out_offset = token * p.out_row_stride + static_cast<std::int64_t>(a.head) * p.out_head_stride;
+      if (!staged) {
+        const std::int64_t out_offset =
+            token * p.out_row_stride + static_cast<std::int64_t>(a.head) * p.out_head_stride;
 #pragma unroll
-      for (int n = 0; n < HeadDimV / 8; ++n) {
-        const int col = n * 8 + quad_col;
-        const float lo = o[4 * n + 2 * r] * factor;
-        const float hi = o[4 * n + 2 * r + 1] * factor;
-        if (p.out_fp8) {
-          const auto bits = static_cast<std::uint16_t>(numeric::float_to_fp8_e4m3(lo / out_scale) |
-                                                       (numeric::float_to_fp8_e4m3(hi / out_scale) << 8));
-          *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
-        } else {
-          *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);
+        for (int n = 0; n < HeadDimV / 8; ++n) {
+          const int col = n * 8 + quad_col;
+          const float lo = o[4 * n + 2 * r] * factor[r];
+          const float hi = o[4 * n + 2 * r + 1] * factor[r];
+          if (p.out_fp8) {
+            const auto bits = static_cast<std::uint16_t>(numeric::float_to_fp8_e4m3(lo / out_scale) |
+                                                         (numeric::float_to_fp8_e4m3(hi / out_scale) << 8));
+            *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
+          } else {
+            *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);
+          }
         }
       }
       if (p.lse != nullptr && lane % 4 == 0) {
-        p.lse[static_cast<std::int64_t>(a.head) * p.lse_head_stride + token * p.lse_token_stride] = lse;
+        p.lse[static_cast<std::int64_t>(a.head) * p.lse_head_stride + token * p.lse_token_stride] = lse[r];
       }
     }
   }
+  // The TMA stores must have read the staging panel before the block's
+  // shared memory goes away.
+  if (tma_store && tid % warpgroup_threads == 0) sm90::tma_store_wait<0>();
   // The other consumer's last pass is still counted on this one's turn
   // barrier: complete that phase, so the block leaves no barrier half-done.
   if (pingpong && consumer == 0) sm90::named_barrier_sync(my_turn, consumer_threads);

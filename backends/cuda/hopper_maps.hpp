@@ -1,7 +1,8 @@
 // The tensor maps of one HOPPER_FLASH launch, built on the host from the
 // launch's FlashParams: q, k and v as 3-D tensors [dim, tokens, heads]
 // (innermost first) with their row and head strides, read in boxes of
-// 64 elements x rows x 1 head, 128-byte swizzled (hopper_config.hpp).
+// 64 elements x rows x 1 head, 128-byte swizzled (hopper_config.hpp); the
+// output likewise when the TMA-store epilogue stores it.
 // Plain C++: the CUDA launcher and the emulated launcher build the same maps.
 #pragma once
 
@@ -18,6 +19,9 @@ struct HopperMaps {
   cuda_flash::sm90::TensorMap q;
   cuda_flash::sm90::TensorMap k;
   cuda_flash::sm90::TensorMap v;
+  // The output [dv, tokens, heads] in boxes of 64 x 64 rows x 1 head, when
+  // the launch stores O with TMA; otherwise a copy of q's map, never used.
+  cuda_flash::sm90::TensorMap o;
 };
 
 namespace detail {
@@ -47,27 +51,45 @@ inline cuda_flash::sm90::TensorMapSpec token_head_spec(const void* base, std::in
   return spec;
 }
 
+// Whether a stride of `elements` 16-bit elements suits a map: it is free when its dim has one entry.
+inline bool tma_stride(std::int64_t elements, std::int64_t count) { return count <= 1 || (elements * 2) % 16 == 0; }
+
 }  // namespace detail
+
+// Whether the TMA-store epilogue can store this launch's output: q's dtype
+// (not fp8), no split-KV partials, and a layout a tensor map describes (a
+// 16-byte aligned base, row and head strides in multiples of 16 bytes).
+// Otherwise the kernel stores every row from registers.
+inline bool tma_store_fits(const gpu::FlashParams& p) {
+  return p.out != nullptr && !p.out_fp8 && p.num_splits <= 1 && p.q_tokens > 0 &&
+         reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && detail::tma_stride(p.out_row_stride, p.q_tokens) &&
+         detail::tma_stride(p.out_head_stride, p.num_heads);
+}
 
 // Raises Error(invalid_argument) naming the field for a layout TMA cannot
 // describe. A launch without keys (every sequence empty on the key side)
 // still gets valid k and v maps, over q's memory: no box of them is loaded.
-inline HopperMaps make_hopper_maps(const gpu::FlashParams& p, const HopperTileConfig& cfg) {
+// `with_output`: also the output's map (tma_store_fits(p) must hold).
+inline HopperMaps make_hopper_maps(const gpu::FlashParams& p, const HopperTileConfig& cfg, bool with_output = false) {
   using cuda_flash::sm90::make_tensor_map;
   const bool keys = p.k_tokens > 0;
   const void* k = keys ? p.k : p.q;
   const void* v = keys ? p.v : p.q;
   const std::int64_t k_tokens = keys ? p.k_tokens : 1;
   const int v_dim = keys ? cfg.head_dim_v : cfg.head_dim_qk;
+  const cuda_flash::sm90::TensorMap q = make_tensor_map(detail::token_head_spec(
+      p.q, p.q_tokens, p.q_row_stride, p.q_head_stride, p.num_heads, cfg.head_dim_qk, block_rows));
   return HopperMaps{
-      make_tensor_map(detail::token_head_spec(p.q, p.q_tokens, p.q_row_stride, p.q_head_stride, p.num_heads,
-                                              cfg.head_dim_qk, block_rows)),
+      q,
       make_tensor_map(detail::token_head_spec(k, k_tokens, keys ? p.k_row_stride : p.q_row_stride,
                                               keys ? p.k_head_stride : p.q_head_stride, p.num_heads, cfg.head_dim_qk,
                                               cfg.block_cols)),
       make_tensor_map(detail::token_head_spec(v, k_tokens, keys ? p.v_row_stride : p.q_row_stride,
                                               keys ? p.v_head_stride : p.q_head_stride, p.num_heads, v_dim,
                                               cfg.block_cols)),
+      with_output ? make_tensor_map(detail::token_head_spec(p.out, p.q_tokens, p.out_row_stride, p.out_head_stride,
+                                                            p.num_heads, cfg.head_dim_v, rows_per_consumer))
+                  : q,
   };
 }
 

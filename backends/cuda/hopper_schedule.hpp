@@ -6,11 +6,12 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/hopper_config.hpp"
 #include "cuda/hopper_kernel_params.hpp"
+#include "cuda/hopper_maps.hpp"
+#include "cuda_hip/env_setting.hpp"
 #include "cuda_hip/flash_params.hpp"
 #include "mla/error.hpp"
 
@@ -31,15 +32,23 @@ inline constexpr bool default_pingpong = true;
 // tuning knob for benchmarks); unset or empty: default_pingpong. Raises
 // Error(invalid_argument) for anything else.
 inline bool pingpong_setting() {
-  const char* value = std::getenv("MLA_HOPPER_PINGPONG");
-  if (value == nullptr || *value == '\0') return default_pingpong;
-  const std::string text(value);
-  if (text == "1") return true;
-  if (text == "0") return false;
-  raise(ErrorCategory::invalid_argument, "MLA_HOPPER_PINGPONG must be 0 or 1; got '" + text + "'");
+  return gpu::whole_number_setting("MLA_HOPPER_PINGPONG", 0, 1, default_pingpong ? 1 : 0) != 0;
 }
 
-// Heads are grouped up to `max_group` (hopper_config.hpp, l2_max_head_group).
+// Whether a consumer whose rows lie inside their sequence stores O through
+// shared memory with TMA (HopperSchedule::tma_store) when MLA_HOPPER_TMA_STORE
+// does not say. Off: the epilogue from registers is the one measured on a GPU
+// (bench/results); the TMA store has run only under the emulator so far.
+inline constexpr bool default_tma_store = false;
+
+// MLA_HOPPER_TMA_STORE=1 or 0 (a tuning knob, as MLA_HOPPER_PINGPONG);
+// unset or empty: default_tma_store.
+inline bool tma_store_setting() {
+  return gpu::whole_number_setting("MLA_HOPPER_TMA_STORE", 0, 1, default_tma_store ? 1 : 0) != 0;
+}
+
+// Heads are grouped up to `max_group` (hopper_config.hpp, l2_max_head_group);
+// the TMA-store epilogue is taken when the setting asks and the output fits it.
 // Raises Error(invalid_argument) naming `kernel` when the tiles overflow the
 // kernel's int indices.
 inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multiprocessors, int max_group,
@@ -56,6 +65,7 @@ inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multip
   grid.schedule.total_tiles = static_cast<int>(tiles);
   grid.schedule.head_group = head_group(params.num_heads, max_group);
   grid.schedule.pingpong = pingpong_setting() ? 1 : 0;
+  grid.schedule.tma_store = tma_store_setting() && tma_store_fits(params) ? 1 : 0;
   grid.blocks = static_cast<int>(std::min<std::int64_t>(tiles, std::max(multiprocessors, 1)));
   return grid;
 }

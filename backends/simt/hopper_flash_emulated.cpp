@@ -42,13 +42,14 @@ void run(const FlashParams& params) {
   const hopper_flash::PersistentGrid grid =
       hopper_flash::persistent_grid(params, hopper_emulated_blocks, hopper_flash::default_max_head_group, name);
   if (grid.blocks == 0) return;
-  const hopper_flash::HopperMaps maps = hopper_flash::make_hopper_maps(params, cfg);
+  const bool staged = grid.schedule.tma_store != 0;
+  const hopper_flash::HopperMaps maps = hopper_flash::make_hopper_maps(params, cfg, staged);
   LaunchConfig config;
   config.kernel = name;
   config.grid.x = static_cast<unsigned>(grid.blocks);
   config.block.x = static_cast<unsigned>(hopper_flash::block_threads);
   config.warp_size = 32;
-  config.dynamic_shared_bytes = cfg.shared_bytes();
+  config.dynamic_shared_bytes = cfg.shared_bytes(staged);
   config.dynamic_shared_symbol = hopper_flash::shared;
   // As declared in the kernel: 16 bytes, so every emulated launch runs the
   // kernel's own alignment of its tiles to 1024 bytes.
@@ -59,7 +60,7 @@ void run(const FlashParams& params) {
   hopper_flash::HopperSchedule schedule = grid.schedule;
   schedule.tile_counter = &tile_counter;
   launch(config, [&params, &schedule, &maps] {
-    hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>(params, schedule, maps.q, maps.k, maps.v);
+    hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>(params, schedule, maps.q, maps.k, maps.v, maps.o);
   });
 }
 

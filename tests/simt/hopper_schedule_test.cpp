@@ -5,6 +5,7 @@
 // make_tensor_map, which validates a spec as the GPU build's does).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -27,6 +28,12 @@ TEST(HopperTiles, EveryShapeFitsTheSm90Budgets) {
     EXPECT_EQ(c.barrier_offset() % 8, 0u);  // mbarriers are 8-byte objects
     EXPECT_EQ(c.stage_offset(1) % swizzle_atom_bytes, 0u);
     EXPECT_EQ((c.stage_offset(0) + c.k_bytes()) % swizzle_atom_bytes, 0u);
+    // The TMA-store epilogue's staging panels: after the tile slot, on the
+    // swizzle's 1024-byte boundary, within the budget.
+    EXPECT_LE(c.shared_bytes(true), max_shared_bytes);
+    EXPECT_EQ(c.staging_offset() % swizzle_atom_bytes, 0u);
+    EXPECT_GE(c.staging_offset(), c.tile_slot_offset() + tile_slot_bytes);
+    EXPECT_EQ(c.shared_bytes(true), c.staging_offset() + 2 * 64 * 128 + swizzle_atom_bytes);
   }
   EXPECT_EQ(find_hopper_tile_config(192, 128)->block_cols, 128);
   EXPECT_EQ(find_hopper_tile_config(128, 128)->block_cols, 128);
@@ -192,6 +199,78 @@ TEST(HopperMaps, ThreeDimensionalBoxesOf64ElementsSwizzled128) {
   p.q_row_stride = 3 * 200;
   p.q_head_stride = 201;  // 402 bytes: not a multiple of 16
   EXPECT_THROW(make_hopper_maps(p, cfg), Error);
+}
+
+// The output's map (TMA-store epilogue): boxes of 64 x 64 rows, and only for
+// outputs a map can describe; the rest are stored from registers.
+TEST(HopperMaps, OutputMapOnlyWhereTheTmaStoreFits) {
+  std::vector<std::uint16_t> q(40 * 3 * 192), out(40 * 3 * 136 + 8);
+  gpu::FlashParams p;
+  p.q = q.data();
+  p.q_tokens = 40;
+  p.num_heads = 3;
+  p.q_row_stride = 3 * 192;
+  p.q_head_stride = 192;
+  p.out = out.data();
+  p.out_row_stride = 3 * 136;  // padded rows
+  p.out_head_stride = 136;
+  const HopperTileConfig cfg = *find_hopper_tile_config(192, 128);
+  ASSERT_TRUE(tma_store_fits(p));
+  const HopperMaps maps = make_hopper_maps(p, cfg, true);
+  EXPECT_EQ(maps.o.base, out.data());
+  EXPECT_EQ(maps.o.dims[0], 128u);
+  EXPECT_EQ(maps.o.dims[1], 40u);
+  EXPECT_EQ(maps.o.strides_bytes[0], 816u);
+  EXPECT_EQ(maps.o.strides_bytes[1], 272u);
+  EXPECT_EQ(maps.o.box[0], 64u);
+  EXPECT_EQ(maps.o.box[1], 64u);
+  EXPECT_EQ(maps.o.swizzle, static_cast<int>(cuda_flash::sm90::Swizzle::bytes128));
+  // Without it, o is q's map and never stored to.
+  EXPECT_EQ(make_hopper_maps(p, cfg).o.base, q.data());
+
+  gpu::FlashParams fp8 = p;
+  fp8.out_fp8 = true;
+  EXPECT_FALSE(tma_store_fits(fp8));
+  gpu::FlashParams split = p;
+  split.num_splits = 2;
+  EXPECT_FALSE(tma_store_fits(split));
+  gpu::FlashParams odd_head = p;
+  odd_head.out_head_stride = 129;  // 258 bytes
+  EXPECT_FALSE(tma_store_fits(odd_head));
+  odd_head.num_heads = 1;  // a lone head's stride is free
+  EXPECT_TRUE(tma_store_fits(odd_head));
+  gpu::FlashParams unaligned = p;
+  unaligned.out = out.data() + 1;
+  EXPECT_FALSE(tma_store_fits(unaligned));
+  gpu::FlashParams no_rows = p;
+  no_rows.q_tokens = 0;
+  EXPECT_FALSE(tma_store_fits(no_rows));
+}
+
+// MLA_HOPPER_TMA_STORE picks the epilogue; the schedule takes the TMA store
+// only where the output fits it.
+TEST(HopperSchedule, TmaStoreSettingAndFit) {
+  std::vector<std::uint16_t> out(256 * 2 * 128);
+  gpu::FlashParams p;
+  p.num_work = 2;
+  p.num_heads = 2;
+  p.num_splits = 1;
+  p.q_tokens = 256;
+  p.out = out.data();
+  p.out_row_stride = 2 * 128;
+  p.out_head_stride = 128;
+  ASSERT_EQ(unsetenv("MLA_HOPPER_TMA_STORE"), 0);
+  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, default_tma_store ? 1 : 0);
+  ASSERT_EQ(setenv("MLA_HOPPER_TMA_STORE", "1", 1), 0);
+  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, 1);
+  p.out_fp8 = true;
+  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, 0);
+  p.out_fp8 = false;
+  ASSERT_EQ(setenv("MLA_HOPPER_TMA_STORE", "0", 1), 0);
+  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, 0);
+  ASSERT_EQ(setenv("MLA_HOPPER_TMA_STORE", "yes", 1), 0);
+  EXPECT_THROW(persistent_grid(p, 4, 16, "k"), Error);
+  ASSERT_EQ(unsetenv("MLA_HOPPER_TMA_STORE"), 0);
 }
 
 }  // namespace
