@@ -209,6 +209,27 @@ class ScopedKvSplits {
   ScopedKvSplits& operator=(const ScopedKvSplits&) = delete;
 };
 
+// The library's log at debug level into `lines` for the life of the object.
+// Restored however the scope ends: a sink left behind by a test that threw
+// would write into a vector that no longer exists during the next test.
+class ScopedLogCapture {
+ public:
+  explicit ScopedLogCapture(std::vector<std::string>& lines) : level_(log_level()) {
+    set_log_level(LogLevel::debug);
+    previous_ = set_log_sink([&lines](LogLevel, std::string_view line) { lines.emplace_back(line); });
+  }
+  ~ScopedLogCapture() {
+    set_log_sink(previous_);
+    set_log_level(level_);
+  }
+  ScopedLogCapture(const ScopedLogCapture&) = delete;
+  ScopedLogCapture& operator=(const ScopedLogCapture&) = delete;
+
+ private:
+  LogLevel level_;
+  LogSink previous_;
+};
+
 // Split-KV: few queries against long key ranges (the shape that leaves most
 // of a GPU idle), through run_prefill_step with the caller's workspace, which
 // lends the backend its split scratch: new tokens causal against more keys
@@ -265,12 +286,10 @@ TEST_P(CudaFlashTest, SplitKvStepMatchesReferenceAndRepeatsBitwise) {
     const ScopedKvSplits splits(mode);
     // The choice reaches the library's log at debug level.
     std::vector<std::string> lines;
-    const LogLevel level = log_level();
-    set_log_level(LogLevel::debug);
-    const LogSink previous = set_log_sink([&lines](LogLevel, std::string_view line) { lines.emplace_back(line); });
-    auto first = run();
-    set_log_sink(previous);
-    set_log_level(level);
+    auto first = [&] {
+      const ScopedLogCapture capture(lines);
+      return run();
+    }();
     if (mode != nullptr) {
       EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
         return line.find("context chunk 0: 5 splits, MLA_KV_SPLITS=5") != std::string::npos;
