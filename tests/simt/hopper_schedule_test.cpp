@@ -5,6 +5,7 @@
 // make_tensor_map, which validates a spec as the GPU build's does).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <set>
 #include <tuple>
@@ -142,6 +143,29 @@ TEST(HopperSchedule, BoundsOfCausalTilesSkipFullyMaskedKeys) {
   EXPECT_TRUE(detail::bounds<true>(p, 0, 0, 128).empty);
 }
 
+// A map of a [tokens, heads, dim] tensor of 16-bit elements as the
+// launcher builds them: rank 3 (dim innermost), boxes of 64 x `box_rows` x
+// 1 head, 128-byte swizzled.
+struct TokenHeadMap {
+  const void* base;
+  std::uint64_t dim, tokens, heads, row_bytes, head_bytes;
+  std::uint32_t box_rows;
+};
+
+void expect_token_head_map(const cuda_flash::sm90::TensorMap& map, const TokenHeadMap& want) {
+  EXPECT_EQ(map.base, want.base);
+  EXPECT_EQ(map.rank, 3);
+  EXPECT_EQ(map.dims[0], want.dim);
+  EXPECT_EQ(map.dims[1], want.tokens);
+  EXPECT_EQ(map.dims[2], want.heads);
+  EXPECT_EQ(map.strides_bytes[0], want.row_bytes);
+  EXPECT_EQ(map.strides_bytes[1], want.head_bytes);
+  EXPECT_EQ(map.box[0], 64u);
+  EXPECT_EQ(map.box[1], want.box_rows);
+  EXPECT_EQ(map.box[2], 1u);
+  EXPECT_EQ(map.swizzle, static_cast<int>(cuda_flash::sm90::Swizzle::bytes128));
+}
+
 TEST(HopperMaps, ThreeDimensionalBoxesOf64ElementsSwizzled128) {
   std::vector<std::uint16_t> q(40 * 3 * 200), k(50 * 3 * 192), v(50 * 3 * 128);
   gpu::FlashParams p;
@@ -159,17 +183,7 @@ TEST(HopperMaps, ThreeDimensionalBoxesOf64ElementsSwizzled128) {
   p.v_head_stride = 128;
   const HopperTileConfig cfg = *find_hopper_tile_config(192, 128);
   const HopperMaps maps = make_hopper_maps(p, cfg);
-  EXPECT_EQ(maps.q.base, q.data());
-  EXPECT_EQ(maps.q.rank, 3);
-  EXPECT_EQ(maps.q.dims[0], 192u);
-  EXPECT_EQ(maps.q.dims[1], 40u);
-  EXPECT_EQ(maps.q.dims[2], 3u);
-  EXPECT_EQ(maps.q.strides_bytes[0], 1200u);
-  EXPECT_EQ(maps.q.strides_bytes[1], 400u);
-  EXPECT_EQ(maps.q.box[0], 64u);
-  EXPECT_EQ(maps.q.box[1], 128u);
-  EXPECT_EQ(maps.q.box[2], 1u);
-  EXPECT_EQ(maps.q.swizzle, static_cast<int>(cuda_flash::sm90::Swizzle::bytes128));
+  expect_token_head_map(maps.q, {q.data(), 192, 40, 3, 1200, 400, 128});
   EXPECT_EQ(maps.k.dims[1], 50u);
   EXPECT_EQ(maps.k.box[1], 128u);
   EXPECT_EQ(maps.v.dims[0], 128u);
@@ -217,14 +231,7 @@ TEST(HopperMaps, OutputMapOnlyWhereTheTmaStoreFits) {
   const HopperTileConfig cfg = *find_hopper_tile_config(192, 128);
   ASSERT_TRUE(tma_store_fits(p));
   const HopperMaps maps = make_hopper_maps(p, cfg, true);
-  EXPECT_EQ(maps.o.base, out.data());
-  EXPECT_EQ(maps.o.dims[0], 128u);
-  EXPECT_EQ(maps.o.dims[1], 40u);
-  EXPECT_EQ(maps.o.strides_bytes[0], 816u);
-  EXPECT_EQ(maps.o.strides_bytes[1], 272u);
-  EXPECT_EQ(maps.o.box[0], 64u);
-  EXPECT_EQ(maps.o.box[1], 64u);
-  EXPECT_EQ(maps.o.swizzle, static_cast<int>(cuda_flash::sm90::Swizzle::bytes128));
+  expect_token_head_map(maps.o, {out.data(), 128, 40, 3, 816, 272, 64});
   // Without it, o is q's map and never stored to.
   EXPECT_EQ(make_hopper_maps(p, cfg).o.base, q.data());
 
