@@ -149,6 +149,43 @@ TEST_P(CudaFlashTest, MoreKeysThanQueriesAndTheReverse) {
   check_new_tokens(PrefillMetadata::from_lengths({3, 200, 129}, {300, 70, 129}, true));
 }
 
+// New tokens into the caller's out, each head's row padded by 8 NaN
+// elements: the view matches REFERENCE (it starts random, so a row left
+// unwritten shows) and the padding stays NaN. Sequences of 130 and 64 rows
+// give whole 64-row halves of a tile (stored by TMA under
+// MLA_HOPPER_TMA_STORE=1) beside rows at a sequence's end.
+TEST_P(CudaFlashTest, NewTokensIntoPaddedCallerOut) {
+  const PrefillMetadata metadata = PrefillMetadata::from_lengths({130, 64, 3}, {130, 64, 3}, true);
+  const std::int64_t nq = metadata.num_q_tokens();
+  const std::int64_t dv = params_.dims.v_head_dim;
+  TestTensor q = tensor(nq, params_.dims.qk_head_dim());
+  TestTensor k = tensor(nq, params_.dims.qk_head_dim());
+  TestTensor v = tensor(nq, dv);
+  TestTensor out = tensor(nq, dv, 8);
+  backend_->prepare(queue_, metadata);
+  const AttentionResult result =
+      backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true, out.device_view);
+  EXPECT_EQ(result.out.data, out.device_view.data) << "the caller's out was not used";
+  Queue host = Queue::host();
+  reference_->prepare(host, metadata);
+  const AttentionResult expected =
+      reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, scale_, true);
+  auto out_bytes = download(queue_, out.device_view);
+  auto lse_bytes = download(queue_, result.lse);
+  EXPECT_TRUE(close_to_reference(on_host(out.device_view, out_bytes), on_host(result.lse, lse_bytes), expected.out,
+                                 expected.lse, out_tolerance(), lse_tolerance()));
+  const std::int64_t elements = static_cast<std::int64_t>(out_bytes.size() / dtype_size(params_.dtype));
+  for (std::int64_t t = 0; t < nq; ++t) {
+    for (std::int64_t h = 0; h < params_.num_heads; ++h) {
+      for (std::int64_t d = dv; d < dv + 8; ++d) {
+        const std::int64_t at = t * out.device_view.stride[0] + h * out.device_view.stride[1] + d;
+        if (at >= elements) continue;  // past the view's last element: not downloaded
+        ASSERT_TRUE(std::isnan(load_as_float(out_bytes.data(), params_.dtype, at))) << t << "," << h;
+      }
+    }
+  }
+}
+
 TEST_P(CudaFlashTest, NonCausalNewTokens) {
   check_new_tokens(PrefillMetadata::from_lengths({77, 1, 190}, {140, 33, 0}, false));
 }
