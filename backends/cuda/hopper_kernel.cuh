@@ -20,10 +20,11 @@
 //     O = O * rescale; O += P V (wgmma with P from registers, V MN-major)
 //     releasing K once S has read it and V once P V has. The epilogue divides by the row sum and writes
 //     O (q's dtype or fp8 e4m3) and the natural-log LSE straight from the
-//     accumulators, predicated per row; with HopperSchedule::tma_store, a
-//     consumer whose 64 rows lie inside the sequence stages O in shared
-//     memory and stores it by TMA instead (a box cannot stop at a
-//     sequence's end in a varlen batch, so the other rows stay predicated).
+//     accumulators, predicated per row; with HopperSchedule::tma_store, O
+//     goes through a staging panel in shared memory instead and leaves it
+//     by TMA where a consumer's 64 rows lie inside the sequence, by
+//     predicated 16-byte stores where they cross its end (a box cannot stop
+//     at a sequence's end in a varlen batch).
 // Key tiles run from the last to the first, so the causal diagonal tiles
 // (masked) come first and the rest run without mask code; key tiles past a
 // query tile's causal end are never loaded. With split-KV (num_splits > 1)
@@ -247,21 +248,41 @@ __device__ inline void rescale_o(float (&o)[HeadDimV / 2], const float (&rescale
   }
 }
 
-// O of one consumer's 64 rows (all inside their sequence) through its
-// staging panel, 64 columns of dv at a time: the warpgroup writes the panel
-// with stmatrix, 128-byte swizzled as the output map's box; each thread
-// orders its generic-proxy writes before the async proxy's read
-// (fence.proxy.async); after the warpgroup's barrier one thread stores the
-// box with TMA. The panel is written again only after that thread has seen
-// the previous store finish reading it (wait_group.read) and the warpgroup
-// has passed a barrier. Named barrier 3 + consumer (1 and 2 are the
-// ping-pong turns).
+// Where one consumer's 64 rows of O go: a box of the output's map when all
+// of them lie inside their sequence, else the first `rows` of them from
+// `out` on (this head's columns), `row_bytes` apart.
+struct StagedRows {
+  const sm90::TensorMap* map;
+  int token;  // the first row's
+  int head;
+  int rows;  // inside the sequence: 1..rows_per_consumer
+  unsigned char* out;
+  std::int64_t row_bytes;
+};
+
+// 16 bytes of a row, copied as one access.
+struct alignas(16) Chunk16 {
+  std::uint32_t word[4];
+};
+
+// O of one consumer's 64 rows through its staging panel, 64 columns of dv
+// at a time: the warpgroup writes the panel with stmatrix, 128-byte
+// swizzled as the output map's box. Whole halves: each thread orders its
+// generic-proxy writes before the async proxy's read (fence.proxy.async) and,
+// after the warpgroup's barrier, one thread stores the box by TMA. A half
+// that crosses its sequence's end (a box cannot stop there): after the
+// barrier, 16-byte stores of the rows inside it, a row's 128 bytes by 8
+// neighbouring threads. The panel is written again only after the issuing
+// thread has seen the previous store finish reading it (wait_group.read) and
+// the warpgroup has passed a barrier. Named barrier 3 + consumer (1 and 2
+// are the ping-pong turns).
 template <class T, int HeadDimV>
-__device__ inline void store_o_tma(const float (&o)[HeadDimV / 2], const float (&factor)[2], unsigned char* panel,
-                                   const sm90::TensorMap* o_map, int token, int head, int consumer) {
+__device__ inline void store_o_staged(const float (&o)[HeadDimV / 2], const float (&factor)[2], unsigned char* panel,
+                                      const StagedRows& dst, int consumer) {
   const int thread = static_cast<int>(threadIdx.x) % warpgroup_threads;
   const int lane = thread % 32;
   const bool issuer = thread == 0;
+  const bool whole = dst.rows == rows_per_consumer;
   const unsigned barrier = 3u + static_cast<unsigned>(consumer);
   const cuda_flash::sm80::Pack2<T> pack{};
   // stmatrix x4 of 16 columns: lane 8m + i gives row i of matrix m, matrices
@@ -269,7 +290,9 @@ __device__ inline void store_o_tma(const float (&o)[HeadDimV / 2], const float (
   // 2 and 3 the same in the next 8.
   const int m = lane / 8;
   const int row = (thread / 32) * 16 + (m % 2) * 8 + lane % 8;
-  const std::uint32_t row_address = sm90::shared_address(panel) + static_cast<std::uint32_t>(row * panel_row_bytes);
+  const std::uint32_t panel_address = sm90::shared_address(panel);
+  const std::uint32_t row_address = panel_address + static_cast<std::uint32_t>(row * panel_row_bytes);
+  constexpr int chunks_per_row = panel_row_bytes / 16;
 #pragma unroll
   for (int j = 0; j < HeadDimV / panel_elements; ++j) {
     if (issuer) sm90::tma_store_wait<0>();
@@ -286,11 +309,25 @@ __device__ inline void store_o_tma(const float (&o)[HeadDimV / 2], const float (
       const int chunk = 2 * c + m / 2;  // 16-byte chunk of the row, before the swizzle
       sm90::stmatrix_x4(row_address + static_cast<std::uint32_t>(((chunk ^ (row % 8)) * 16)), r);
     }
-    sm90::fence_proxy_async_shared();
+    if (whole) sm90::fence_proxy_async_shared();
     sm90::named_barrier_sync(barrier, warpgroup_threads);
-    if (issuer) {
-      sm90::tma_store_3d(o_map, panel, j * panel_elements, token, head);
-      sm90::tma_store_commit_group();
+    if (whole) {
+      if (issuer) {
+        sm90::tma_store_3d(dst.map, panel, j * panel_elements, dst.token, dst.head);
+        sm90::tma_store_commit_group();
+      }
+      continue;
+    }
+#pragma unroll
+    for (int i = 0; i < rows_per_consumer * chunks_per_row / warpgroup_threads; ++i) {
+      const int c = i * warpgroup_threads + thread;
+      const int r = c / chunks_per_row;
+      const int chunk = c % chunks_per_row;
+      if (r >= dst.rows) continue;
+      Chunk16 v;
+      sm90::ld_shared_v4(v.word,
+                         panel_address + static_cast<std::uint32_t>(r * panel_row_bytes + (chunk ^ (r % 8)) * 16));
+      *reinterpret_cast<Chunk16*>(dst.out + r * dst.row_bytes + j * panel_row_bytes + chunk * 16) = v;
     }
   }
 }
@@ -549,13 +586,23 @@ __global__ void __launch_bounds__(block_threads, 1)
       factor[r] = gpu::output_factor(sum);
       lse[r] = gpu::natural_lse(row_max[r], sum);
     }
-    // With the TMA-store epilogue, a consumer whose 64 rows all lie inside
-    // the sequence stores O by TMA (a box past the sequence's end would
-    // overwrite the next sequence's rows); the rest store from registers.
+    // With the TMA-store epilogue, O goes through the staging panel: by TMA
+    // where this consumer's 64 rows all lie inside the sequence, by 16-byte
+    // stores of the rows inside it otherwise.
     const int first_row = b.row0 + consumer * rows_per_consumer;
-    const bool staged = tma_store && first_row + rows_per_consumer <= b.seqlen_q;
-    if (staged) {
-      detail::store_o_tma<T, HeadDimV>(o, factor, staging, &o_map, b.q_start + first_row, a.head, consumer);
+    if (tma_store && first_row < b.seqlen_q) {
+      const int rows = b.seqlen_q - first_row < rows_per_consumer ? b.seqlen_q - first_row : rows_per_consumer;
+      const std::int64_t token = static_cast<std::int64_t>(b.q_start) + first_row;
+      const detail::StagedRows dst{
+          &o_map,
+          static_cast<int>(token),
+          a.head,
+          rows,
+          static_cast<unsigned char*>(p.out) +
+              (token * p.out_row_stride + static_cast<std::int64_t>(a.head) * p.out_head_stride) * sizeof(T),
+          p.out_row_stride * static_cast<std::int64_t>(sizeof(T)),
+      };
+      detail::store_o_staged<T, HeadDimV>(o, factor, staging, dst, consumer);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -577,7 +624,7 @@ __global__ void __launch_bounds__(block_threads, 1)
         }
         continue;
       }
-      if (!staged) {
+      if (!tma_store) {
         const std::int64_t out_offset =
             token * p.out_row_stride + static_cast<std::int64_t>(a.head) * p.out_head_stride;
 #pragma unroll

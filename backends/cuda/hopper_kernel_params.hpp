@@ -15,11 +15,12 @@ struct HopperSchedule {
   // Nonzero: the two consumer warpgroups take turns at issuing their wgmmas
   // (hopper_kernel.cuh), so one's softmax overlaps the other's GEMMs.
   int pingpong = 0;
-  // Nonzero: a consumer whose 64 rows all lie inside their sequence writes O
-  // to its staging panel in shared memory and stores it with TMA
-  // (hopper_kernel.cuh); other rows, fp8 output and split-KV partials are
-  // stored from registers. The launch allocates the staging panels
-  // (HopperTileConfig::shared_bytes(true)) and passes the output's map.
+  // Nonzero: O goes through a staging panel per consumer in shared memory
+  // and leaves it by TMA where the consumer's 64 rows lie inside their
+  // sequence, by 16-byte stores otherwise (hopper_kernel.cuh); fp8 output and
+  // split-KV partials never take it (tma_store_fits). The launch allocates
+  // the staging panels (HopperTileConfig::shared_bytes(true)) and passes the
+  // output's map.
   int tma_store = 0;
 };
 

@@ -59,7 +59,7 @@ inline bool tma_stride(std::int64_t elements, std::int64_t count) { return count
 // Whether the TMA-store epilogue can store this launch's output: q's dtype
 // (not fp8), no split-KV partials, and a layout a tensor map describes (a
 // 16-byte aligned base, row and head strides in multiples of 16 bytes).
-// Otherwise the kernel stores every row from registers.
+// Otherwise the kernel stores O from registers.
 inline bool tma_store_fits(const gpu::FlashParams& p) {
   return p.out != nullptr && !p.out_fp8 && p.num_splits <= 1 && p.q_tokens > 0 &&
          reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && detail::tma_stride(p.out_row_stride, p.q_tokens) &&

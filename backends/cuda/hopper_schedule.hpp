@@ -35,10 +35,9 @@ inline bool pingpong_setting() {
   return gpu::whole_number_setting("MLA_HOPPER_PINGPONG", 0, 1, default_pingpong ? 1 : 0) != 0;
 }
 
-// Whether a consumer whose rows lie inside their sequence stores O through
-// shared memory with TMA (HopperSchedule::tma_store) when MLA_HOPPER_TMA_STORE
-// does not say. Off: the epilogue from registers is the one measured on a GPU
-// (bench/results); the TMA store has run only under the emulator so far.
+// Whether O goes through shared memory and leaves it by TMA where it can
+// (HopperSchedule::tma_store) when MLA_HOPPER_TMA_STORE does not say. Off: the epilogue from registers is the one
+// measured on a GPU (bench/results); the TMA store has run only under the emulator so far.
 inline constexpr bool default_tma_store = false;
 
 // MLA_HOPPER_TMA_STORE=1 or 0 (a tuning knob, as MLA_HOPPER_PINGPONG);

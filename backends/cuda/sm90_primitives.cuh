@@ -2,7 +2,7 @@
 // mbarrier with transaction counts, the tensor memory accelerator
 // (cp.async.bulk.tensor), fence.proxy.async, wgmma.mma_async m64nNk16 with fp32
 // accumulators (A from shared memory or registers), named barriers, elect.sync,
-// setmaxnreg, stmatrix and a global atomic. wgmma and setmaxnreg need the
+// setmaxnreg, stmatrix, a 16-byte shared load and a global atomic. wgmma and setmaxnreg need the
 // sm_90a target (-gencode=arch=compute_90a,code=sm_90a); a plain sm_90 pass
 // rejects them. Under the GPU emulator (tests only) the same names come from
 // simt/sm90.hpp.
@@ -505,6 +505,14 @@ __device__ inline void stmatrix_x4(std::uint32_t address, const std::uint32_t (&
 __device__ inline void stmatrix_x4_trans(std::uint32_t address, const std::uint32_t (&r)[4]) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]),
                "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// 16 bytes of shared memory into four registers (one thread, generic proxy).
+__device__ inline void ld_shared_v4(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
                : "memory");
 }
 

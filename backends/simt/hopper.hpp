@@ -48,6 +48,9 @@ void named_barrier(unsigned id, unsigned thread_count, bool wait, Site site);
 bool elect_one(Site site);
 void setmaxnreg(bool increase, int registers, Site site);
 void stmatrix(bool trans, std::uint32_t address, const std::uint32_t (&r)[4], Site site);
+// ld.shared.v4.b32 of one thread: the chunk must be settled (no copy or TMA
+// box in flight, another thread's write behind a barrier); recorded as read.
+void load_shared_16(std::uint32_t (&r)[4], std::uint32_t address, Site site);
 int atomic_add(int* address, int value, Site site);
 
 }  // namespace mla::simt

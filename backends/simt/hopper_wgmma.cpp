@@ -310,4 +310,13 @@ void stmatrix(bool trans, std::uint32_t address, const std::uint32_t (&r)[4], Si
   ++current_block->activity;
 }
 
+void load_shared_16(std::uint32_t (&r)[4], std::uint32_t address, Site site) {
+  Block& block = *current_block;
+  const Thread& t = *current_thread;
+  if (address % chunk_bytes != 0) block.fail_at(address, "ld.shared.v4 at " + where(site) + ": not 16-byte aligned");
+  block.check_read(t.linear, address, "ld.shared.v4", site);
+  std::memcpy(r, block.bytes(address), sizeof r);
+  ++block.activity;
+}
+
 }  // namespace mla::simt

@@ -135,6 +135,9 @@ inline void stmatrix_x4(std::uint32_t address, const std::uint32_t (&r)[4], MLA_
 inline void stmatrix_x4_trans(std::uint32_t address, const std::uint32_t (&r)[4], MLA_SM90_SITE) {
   simt::stmatrix(true, address, r, MLA_SM90_AT);
 }
+inline void ld_shared_v4(std::uint32_t (&r)[4], std::uint32_t address, MLA_SM90_SITE) {
+  simt::load_shared_16(r, address, MLA_SM90_AT);
+}
 inline int atomic_add_global(int* address, int value, MLA_SM90_SITE) {
   return simt::atomic_add(address, value, MLA_SM90_AT);
 }
