@@ -1,8 +1,8 @@
 // What the emulated sm_90 primitives (simt/sm90.hpp) call: warpgroup MMA with
 // shared-memory descriptors, mbarriers with phases and transaction counts, the
 // tensor memory accelerator on an emulated tensor map, proxy fences, named
-// barriers, elect.sync, setmaxnreg, stmatrix and global atomics. Semantics
-// from the PTX ISA; the checks are described in emulator.hpp.
+// barriers, elect.sync, setmaxnreg, stmatrix, 16-byte shared loads and global
+// atomics. Semantics from the PTX ISA; the checks are described in emulator.hpp.
 #pragma once
 
 #include <cstdint>
