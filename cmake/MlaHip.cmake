@@ -74,6 +74,14 @@ if(NOT MLA_HIP_LANG_DIR OR NOT MLA_HIP_INCLUDE_DIR)
 endif()
 get_filename_component(mla_rocm_path "${MLA_HIP_INCLUDE_DIR}" DIRECTORY)
 
+# A symbolic link `link` to `target`, unless `target` is missing or `link`
+# exists already (a second configure keeps what the first made).
+function(mla_hip_link target link)
+  if(EXISTS "${target}" AND NOT EXISTS "${link}")
+    file(CREATE_LINK "${target}" "${link}" SYMBOLIC)
+  endif()
+endfunction()
+
 # ROCm root: with ROCm's layout, the prefix of lib/cmake/hip-lang. With the
 # multiarch layout, a prefix in the build tree holding copies of the hip-lang
 # package files (unchanged) and links to the headers and the runtime library.
@@ -94,9 +102,7 @@ if(NOT CMAKE_HIP_COMPILER_ROCM_ROOT)
     file(COPY ${mla_lang_files} DESTINATION "${mla_lang}")
     file(MAKE_DIRECTORY "${mla_prefix}/include")
     foreach(dir hip hsa)
-      if(EXISTS "${MLA_HIP_INCLUDE_DIR}/${dir}" AND NOT EXISTS "${mla_prefix}/include/${dir}")
-        file(CREATE_LINK "${MLA_HIP_INCLUDE_DIR}/${dir}" "${mla_prefix}/include/${dir}" SYMBOLIC)
-      endif()
+      mla_hip_link("${MLA_HIP_INCLUDE_DIR}/${dir}" "${mla_prefix}/include/${dir}")
     endforeach()
     # The runtime library, where the package's targets file expects it.
     get_filename_component(mla_lib_dir "${MLA_HIP_LANG_DIR}/../.." ABSOLUTE)
@@ -106,9 +112,7 @@ if(NOT CMAKE_HIP_COMPILER_ROCM_ROOT)
     file(GLOB mla_runtime_libs "${mla_lib_dir}/libamdhip64.so*")
     foreach(lib IN LISTS mla_runtime_libs)
       get_filename_component(name "${lib}" NAME)
-      if(NOT EXISTS "${mla_prefix}/${mla_lib_rel}/${name}")
-        file(CREATE_LINK "${lib}" "${mla_prefix}/${mla_lib_rel}/${name}" SYMBOLIC)
-      endif()
+      mla_hip_link("${lib}" "${mla_prefix}/${mla_lib_rel}/${name}")
     endforeach()
     set(CMAKE_HIP_COMPILER_ROCM_ROOT "${mla_prefix}/cmake-root")
     # The package also finds hsa/hsa.h, system folders first: found here instead.
@@ -156,15 +160,11 @@ if(mla_isa_aliases)
   file(GLOB mla_bitcode_files "${MLA_HIP_DEVICE_LIB_PATH}/*.bc")
   foreach(file IN LISTS mla_bitcode_files)
     get_filename_component(name "${file}" NAME)
-    if(NOT EXISTS "${MLA_HIP_DEVICE_LIBS}/${name}")
-      file(CREATE_LINK "${file}" "${MLA_HIP_DEVICE_LIBS}/${name}" SYMBOLIC)
-    endif()
+    mla_hip_link("${file}" "${MLA_HIP_DEVICE_LIBS}/${name}")
   endforeach()
   foreach(isa IN LISTS mla_isa_aliases)
-    if(NOT EXISTS "${MLA_HIP_DEVICE_LIBS}/oclc_isa_version_${isa}.bc")
-      file(CREATE_LINK "${MLA_HIP_DEVICE_LIB_PATH}/oclc_isa_version_940.bc"
-           "${MLA_HIP_DEVICE_LIBS}/oclc_isa_version_${isa}.bc" SYMBOLIC)
-    endif()
+    mla_hip_link("${MLA_HIP_DEVICE_LIB_PATH}/oclc_isa_version_940.bc"
+                 "${MLA_HIP_DEVICE_LIBS}/oclc_isa_version_${isa}.bc")
   endforeach()
 endif()
 set(MLA_HIP_DEVICE_LIBS "${MLA_HIP_DEVICE_LIBS}" CACHE INTERNAL "Device bitcode folder the HIP compiler is given")
