@@ -57,6 +57,36 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
          std::to_string(info.param.dims.v_head_dim);
 }
 
+// Environment variable `name` set to `value` (null: unset) for the life of
+// the object; then as it was before.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* before = std::getenv(name);
+    had_ = before != nullptr;
+    if (had_) before_ = before;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_, before_.c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string before_;
+};
+
 class CudaFlashTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -186,6 +216,32 @@ TEST_P(CudaFlashTest, NewTokensIntoPaddedCallerOut) {
   }
 }
 
+#if defined(MLA_TEST_HOPPER) || defined(MLA_TEST_EMULATED_HOPPER)
+// HOPPER_FLASH's two epilogues round O the same way: MLA_HOPPER_TMA_STORE=1
+// (staged, by TMA and by 16-byte stores) gives the bits of the epilogue
+// from registers, for whole 64-row halves and for halves cut by a
+// sequence's end alike.
+TEST_P(CudaFlashTest, TmaStoreEpilogueGivesTheRegisterEpiloguesBits) {
+  const PrefillMetadata metadata = PrefillMetadata::from_lengths({130, 5, 64}, {200, 5, 64}, true);
+  const std::int64_t nq = metadata.num_q_tokens();
+  const std::int64_t nk = metadata.num_k_tokens();
+  TestTensor q = tensor(nq, params_.dims.qk_head_dim());
+  TestTensor k = tensor(nk, params_.dims.qk_head_dim());
+  TestTensor v = tensor(nk, params_.dims.v_head_dim);
+  backend_->prepare(queue_, metadata);
+  const auto run = [&](const char* tma_store) {
+    const ScopedEnv epilogue("MLA_HOPPER_TMA_STORE", tma_store);
+    const AttentionResult result =
+        backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true);
+    return std::make_pair(download(queue_, result.out), download(queue_, result.lse));
+  };
+  const auto registers = run("0");
+  const auto staged = run("1");
+  EXPECT_EQ(registers.first, staged.first) << "the TMA-store epilogue changes the output";
+  EXPECT_EQ(registers.second, staged.second) << "the TMA-store epilogue changes the LSE";
+}
+#endif
+
 TEST_P(CudaFlashTest, NonCausalNewTokens) {
   check_new_tokens(PrefillMetadata::from_lengths({77, 1, 190}, {140, 33, 0}, false));
 }
@@ -230,21 +286,6 @@ TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
     }
   }
 }
-
-// MLA_KV_SPLITS for the life of the object (null: unset).
-class ScopedKvSplits {
- public:
-  explicit ScopedKvSplits(const char* value) {
-    if (value != nullptr) {
-      ::setenv("MLA_KV_SPLITS", value, 1);
-    } else {
-      ::unsetenv("MLA_KV_SPLITS");
-    }
-  }
-  ~ScopedKvSplits() { ::unsetenv("MLA_KV_SPLITS"); }
-  ScopedKvSplits(const ScopedKvSplits&) = delete;
-  ScopedKvSplits& operator=(const ScopedKvSplits&) = delete;
-};
 
 // The library's log at debug level into `lines` for the life of the object.
 // Restored however the scope ends: a sink left behind by a test that threw
@@ -320,7 +361,7 @@ TEST_P(CudaFlashTest, SplitKvStepMatchesReferenceAndRepeatsBitwise) {
 #endif
   for (const char* mode : modes) {
     SCOPED_TRACE(mode == nullptr ? "heuristic" : std::string("MLA_KV_SPLITS=") + mode);
-    const ScopedKvSplits splits(mode);
+    const ScopedEnv splits("MLA_KV_SPLITS", mode);
     // The choice reaches the library's log at debug level.
     std::vector<std::string> lines;
     auto first = [&] {
