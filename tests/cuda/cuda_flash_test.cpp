@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -132,8 +133,9 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
     return make_tensor(queue_, params_.dtype, tokens, params_.num_heads, dim, pad, rng_, -2.0f, 2.0f);
   }
 
-  // New tokens on both backends, compared; q and v with padded rows.
-  void check_new_tokens(const PrefillMetadata& metadata) {
+  // New tokens on both backends, compared; q and v with padded rows; into
+  // the caller's `out` when given, else the backend's own.
+  void check_new_tokens(const PrefillMetadata& metadata, std::optional<TensorView> out = std::nullopt) {
     const std::int64_t nq = metadata.num_q_tokens();
     const std::int64_t nk = metadata.num_k_tokens();
     TestTensor q = tensor(nq, params_.dims.qk_head_dim(), 8);
@@ -141,7 +143,10 @@ class CudaFlashTest : public ::testing::TestWithParam<Case> {
     TestTensor v = tensor(nk, params_.dims.v_head_dim, 24);
     backend_->prepare(queue_, metadata);
     const AttentionResult result =
-        backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true);
+        backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true, out);
+    if (out) {
+      EXPECT_EQ(result.out.data, out->data) << "the caller's out was not used";
+    }
     Queue host = Queue::host();
     reference_->prepare(host, metadata);
     const AttentionResult expected =
@@ -188,29 +193,16 @@ TEST_P(CudaFlashTest, NewTokensIntoPaddedCallerOut) {
   const PrefillMetadata metadata = PrefillMetadata::from_lengths({130, 64, 3}, {130, 64, 3}, true);
   const std::int64_t nq = metadata.num_q_tokens();
   const std::int64_t dv = params_.dims.v_head_dim;
-  TestTensor q = tensor(nq, params_.dims.qk_head_dim());
-  TestTensor k = tensor(nq, params_.dims.qk_head_dim());
-  TestTensor v = tensor(nq, dv);
   TestTensor out = tensor(nq, dv, 8);
-  backend_->prepare(queue_, metadata);
-  const AttentionResult result =
-      backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true, out.device_view);
-  EXPECT_EQ(result.out.data, out.device_view.data) << "the caller's out was not used";
-  Queue host = Queue::host();
-  reference_->prepare(host, metadata);
-  const AttentionResult expected =
-      reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, scale_, true);
-  auto out_bytes = download(queue_, out.device_view);
-  auto lse_bytes = download(queue_, result.lse);
-  EXPECT_TRUE(close_to_reference(on_host(out.device_view, out_bytes), on_host(result.lse, lse_bytes), expected.out,
-                                 expected.lse, out_tolerance(), lse_tolerance()));
-  const std::int64_t elements = static_cast<std::int64_t>(out_bytes.size() / dtype_size(params_.dtype));
+  check_new_tokens(metadata, out.device_view);
+  const auto bytes = download(queue_, out.device_view);
+  const auto elements = static_cast<std::int64_t>(bytes.size() / dtype_size(params_.dtype));
   for (std::int64_t t = 0; t < nq; ++t) {
     for (std::int64_t h = 0; h < params_.num_heads; ++h) {
       for (std::int64_t d = dv; d < dv + 8; ++d) {
         const std::int64_t at = t * out.device_view.stride[0] + h * out.device_view.stride[1] + d;
         if (at >= elements) continue;  // past the view's last element: not downloaded
-        ASSERT_TRUE(std::isnan(load_as_float(out_bytes.data(), params_.dtype, at))) << t << "," << h;
+        ASSERT_TRUE(std::isnan(load_as_float(bytes.data(), params_.dtype, at))) << t << "," << h;
       }
     }
   }
