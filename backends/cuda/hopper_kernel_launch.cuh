@@ -59,7 +59,7 @@ void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const 
   const int max_group = device.max_head_group > 0
                             ? device.max_head_group
                             : l2_max_head_group(device.l2_bytes, params.k_tokens, HeadDimQk, HeadDimV);
-  PersistentGrid grid = persistent_grid(params, device.multiprocessors, max_group, name);
+  PersistentGrid grid = persistent_grid(params, cfg, device.multiprocessors, max_group, name);
   if (grid.blocks == 0) return;
   const bool staged = grid.schedule.tma_store != 0;
   const std::size_t shared_bytes = cfg.shared_bytes(staged);

@@ -11,6 +11,7 @@
 
 #include "cuda/hopper_config.hpp"
 #include "cuda/sm90_tensor_map.hpp"
+#include "cuda/sm90_tensor_map_check.hpp"
 #include "cuda_hip/flash_params.hpp"
 
 namespace mla::hopper_flash {
@@ -51,25 +52,27 @@ inline cuda_flash::sm90::TensorMapSpec token_head_spec(const void* base, std::in
   return spec;
 }
 
-// Whether a stride of `elements` 16-bit elements suits a map: it is free when its dim has one entry.
-inline bool tma_stride(std::int64_t elements, std::int64_t count) { return count <= 1 || (elements * 2) % 16 == 0; }
+// The output [dv, tokens, heads] in boxes of 64 x 64 rows (one consumer's).
+inline cuda_flash::sm90::TensorMapSpec output_spec(const gpu::FlashParams& p, const HopperTileConfig& cfg) {
+  return token_head_spec(p.out, p.q_tokens, p.out_row_stride, p.out_head_stride, p.num_heads, cfg.head_dim_v,
+                         rows_per_consumer);
+}
 
 }  // namespace detail
 
 // Whether the TMA-store epilogue can store this launch's output: q's dtype
-// (not fp8), no split-KV partials, and a layout a tensor map describes (a
-// 16-byte aligned base, row and head strides in multiples of 16 bytes).
-// Otherwise the kernel stores O from registers.
-inline bool tma_store_fits(const gpu::FlashParams& p) {
+// (not fp8), no split-KV partials, and a layout a tensor map describes (the
+// same limits make_tensor_map checks). Otherwise the kernel stores O from
+// registers.
+inline bool tma_store_fits(const gpu::FlashParams& p, const HopperTileConfig& cfg) {
   return p.out != nullptr && !p.out_fp8 && p.num_splits <= 1 && p.q_tokens > 0 &&
-         reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && detail::tma_stride(p.out_row_stride, p.q_tokens) &&
-         detail::tma_stride(p.out_head_stride, p.num_heads);
+         cuda_flash::sm90::tensor_map_spec_problem(detail::output_spec(p, cfg)).empty();
 }
 
 // Raises Error(invalid_argument) naming the field for a layout TMA cannot
 // describe. A launch without keys (every sequence empty on the key side)
 // still gets valid k and v maps, over q's memory: no box of them is loaded.
-// `with_output`: also the output's map (tma_store_fits(p) must hold).
+// `with_output`: also the output's map (tma_store_fits(p, cfg) must hold).
 inline HopperMaps make_hopper_maps(const gpu::FlashParams& p, const HopperTileConfig& cfg, bool with_output = false) {
   using cuda_flash::sm90::make_tensor_map;
   const bool keys = p.k_tokens > 0;
@@ -87,9 +90,7 @@ inline HopperMaps make_hopper_maps(const gpu::FlashParams& p, const HopperTileCo
       make_tensor_map(detail::token_head_spec(v, k_tokens, keys ? p.v_row_stride : p.q_row_stride,
                                               keys ? p.v_head_stride : p.q_head_stride, p.num_heads, v_dim,
                                               cfg.block_cols)),
-      with_output ? make_tensor_map(detail::token_head_spec(p.out, p.q_tokens, p.out_row_stride, p.out_head_stride,
-                                                            p.num_heads, cfg.head_dim_v, rows_per_consumer))
-                  : q,
+      with_output ? make_tensor_map(detail::output_spec(p, cfg)) : q,
   };
 }
 

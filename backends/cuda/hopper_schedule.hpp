@@ -36,8 +36,9 @@ inline bool pingpong_setting() {
 }
 
 // Whether O goes through shared memory and leaves it by TMA where it can
-// (HopperSchedule::tma_store) when MLA_HOPPER_TMA_STORE does not say. Off: the epilogue from registers is the one
-// measured on a GPU (bench/results); the TMA store has run only under the emulator so far.
+// (HopperSchedule::tma_store) when MLA_HOPPER_TMA_STORE does not say. Off:
+// the epilogue from registers is the one measured on a GPU (bench/results);
+// the TMA store has run only under the emulator so far.
 inline constexpr bool default_tma_store = false;
 
 // MLA_HOPPER_TMA_STORE=1 or 0 (a tuning knob, as MLA_HOPPER_PINGPONG);
@@ -50,8 +51,8 @@ inline bool tma_store_setting() {
 // the TMA-store epilogue is taken when the setting asks and the output fits it.
 // Raises Error(invalid_argument) naming `kernel` when the tiles overflow the
 // kernel's int indices.
-inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multiprocessors, int max_group,
-                                      const std::string& kernel) {
+inline PersistentGrid persistent_grid(const gpu::FlashParams& params, const HopperTileConfig& cfg, int multiprocessors,
+                                      int max_group, const std::string& kernel) {
   PersistentGrid grid;
   const std::int64_t tiles =
       static_cast<std::int64_t>(params.num_work) * params.num_heads * std::max(params.num_splits, 1);
@@ -64,7 +65,7 @@ inline PersistentGrid persistent_grid(const gpu::FlashParams& params, int multip
   grid.schedule.total_tiles = static_cast<int>(tiles);
   grid.schedule.head_group = head_group(params.num_heads, max_group);
   grid.schedule.pingpong = pingpong_setting() ? 1 : 0;
-  grid.schedule.tma_store = tma_store_setting() && tma_store_fits(params) ? 1 : 0;
+  grid.schedule.tma_store = tma_store_setting() && tma_store_fits(params, cfg) ? 1 : 0;
   grid.blocks = static_cast<int>(std::min<std::int64_t>(tiles, std::max(multiprocessors, 1)));
   return grid;
 }

@@ -40,7 +40,7 @@ void run(const FlashParams& params) {
                            ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
                            (Causal ? ", causal>" : ", non-causal>");
   const hopper_flash::PersistentGrid grid =
-      hopper_flash::persistent_grid(params, hopper_emulated_blocks, hopper_flash::default_max_head_group, name);
+      hopper_flash::persistent_grid(params, cfg, hopper_emulated_blocks, hopper_flash::default_max_head_group, name);
   if (grid.blocks == 0) return;
   const bool staged = grid.schedule.tma_store != 0;
   const hopper_flash::HopperMaps maps = hopper_flash::make_hopper_maps(params, cfg, staged);

@@ -69,6 +69,7 @@ TEST(HopperSchedule, HeadGroupsAreSizedFromTheL2) {
 }
 
 TEST(HopperSchedule, EveryTileOfEveryHeadAndKeyRangeExactlyOnce) {
+  const HopperTileConfig cfg = *find_hopper_tile_config(192, 128);
   for (const auto& [work, heads] : std::vector<std::pair<int, int>>{{1, 1}, {7, 3}, {5, 128}, {33, 24}, {2, 17}}) {
     for (const int splits : {1, 3}) {
       gpu::FlashParams params;
@@ -77,7 +78,7 @@ TEST(HopperSchedule, EveryTileOfEveryHeadAndKeyRangeExactlyOnce) {
       params.num_splits = splits;
       for (int sms : {1, 3, 132}) {
         for (int max_group : {1, 4, default_max_head_group}) {
-          const PersistentGrid grid = persistent_grid(params, sms, max_group, "test");
+          const PersistentGrid grid = persistent_grid(params, cfg, sms, max_group, "test");
           const int tiles = work * heads * splits;
           ASSERT_EQ(grid.schedule.total_tiles, tiles);
           EXPECT_EQ(grid.blocks, std::min(tiles, sms));
@@ -102,7 +103,7 @@ TEST(HopperSchedule, EveryTileOfEveryHeadAndKeyRangeExactlyOnce) {
     }
   }
   gpu::FlashParams none;
-  EXPECT_EQ(persistent_grid(none, 132, default_max_head_group, "test").blocks, 0);
+  EXPECT_EQ(persistent_grid(none, cfg, 132, default_max_head_group, "test").blocks, 0);
 }
 
 TEST(HopperSchedule, BoundsOfCausalTilesSkipFullyMaskedKeys) {
@@ -229,7 +230,7 @@ TEST(HopperMaps, OutputMapOnlyWhereTheTmaStoreFits) {
   p.out_row_stride = 3 * 136;  // padded rows
   p.out_head_stride = 136;
   const HopperTileConfig cfg = *find_hopper_tile_config(192, 128);
-  ASSERT_TRUE(tma_store_fits(p));
+  ASSERT_TRUE(tma_store_fits(p, cfg));
   const HopperMaps maps = make_hopper_maps(p, cfg, true);
   expect_token_head_map(maps.o, {out.data(), 128, 40, 3, 816, 272, 64});
   // Without it, o is q's map and never stored to.
@@ -237,26 +238,27 @@ TEST(HopperMaps, OutputMapOnlyWhereTheTmaStoreFits) {
 
   gpu::FlashParams fp8 = p;
   fp8.out_fp8 = true;
-  EXPECT_FALSE(tma_store_fits(fp8));
+  EXPECT_FALSE(tma_store_fits(fp8, cfg));
   gpu::FlashParams split = p;
   split.num_splits = 2;
-  EXPECT_FALSE(tma_store_fits(split));
+  EXPECT_FALSE(tma_store_fits(split, cfg));
   gpu::FlashParams odd_head = p;
   odd_head.out_head_stride = 129;  // 258 bytes
-  EXPECT_FALSE(tma_store_fits(odd_head));
+  EXPECT_FALSE(tma_store_fits(odd_head, cfg));
   odd_head.num_heads = 1;  // a lone head's stride is free
-  EXPECT_TRUE(tma_store_fits(odd_head));
+  EXPECT_TRUE(tma_store_fits(odd_head, cfg));
   gpu::FlashParams unaligned = p;
   unaligned.out = out.data() + 1;
-  EXPECT_FALSE(tma_store_fits(unaligned));
+  EXPECT_FALSE(tma_store_fits(unaligned, cfg));
   gpu::FlashParams no_rows = p;
   no_rows.q_tokens = 0;
-  EXPECT_FALSE(tma_store_fits(no_rows));
+  EXPECT_FALSE(tma_store_fits(no_rows, cfg));
 }
 
 // MLA_HOPPER_TMA_STORE picks the epilogue; the schedule takes the TMA store
 // only where the output fits it.
 TEST(HopperSchedule, TmaStoreSettingAndFit) {
+  const HopperTileConfig cfg = *find_hopper_tile_config(192, 128);
   std::vector<std::uint16_t> out(256 * 2 * 128);
   gpu::FlashParams p;
   p.num_work = 2;
@@ -267,16 +269,16 @@ TEST(HopperSchedule, TmaStoreSettingAndFit) {
   p.out_row_stride = 2 * 128;
   p.out_head_stride = 128;
   ASSERT_EQ(unsetenv("MLA_HOPPER_TMA_STORE"), 0);
-  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, default_tma_store ? 1 : 0);
+  EXPECT_EQ(persistent_grid(p, cfg, 4, 16, "k").schedule.tma_store, default_tma_store ? 1 : 0);
   ASSERT_EQ(setenv("MLA_HOPPER_TMA_STORE", "1", 1), 0);
-  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, 1);
+  EXPECT_EQ(persistent_grid(p, cfg, 4, 16, "k").schedule.tma_store, 1);
   p.out_fp8 = true;
-  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, 0);
+  EXPECT_EQ(persistent_grid(p, cfg, 4, 16, "k").schedule.tma_store, 0);
   p.out_fp8 = false;
   ASSERT_EQ(setenv("MLA_HOPPER_TMA_STORE", "0", 1), 0);
-  EXPECT_EQ(persistent_grid(p, 4, 16, "k").schedule.tma_store, 0);
+  EXPECT_EQ(persistent_grid(p, cfg, 4, 16, "k").schedule.tma_store, 0);
   ASSERT_EQ(setenv("MLA_HOPPER_TMA_STORE", "yes", 1), 0);
-  EXPECT_THROW(persistent_grid(p, 4, 16, "k"), Error);
+  EXPECT_THROW(persistent_grid(p, cfg, 4, 16, "k"), Error);
   ASSERT_EQ(unsetenv("MLA_HOPPER_TMA_STORE"), 0);
 }
 
