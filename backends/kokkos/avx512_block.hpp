@@ -1,9 +1,11 @@
 // The avx512 variant's register block for both fp32 attention products,
 // written with intrinsics: micro_gemm_body's contract with kRows x 32
 // columns. Its start and finish (C scaled into the accumulators, and the
-// accumulators back to C) also serve the bf16 block (bf16_dot_loops.hpp). The compiled form of micro_gemm_body keeps
-// its accumulators in registers during the depth loop but passes them to C through the stack, which costs a fifth of
-// the value product (depth 64, one key tile); here they go from registers to C directly.
+// accumulators back to C) also serve the bf16 block (bf16_dot_loops.hpp).
+// The compiled form of micro_gemm_body keeps its accumulators in registers
+// during the depth loop but passes them to C through the stack, which costs
+// a fifth of the value product (depth 64, one key tile); here they go from
+// registers to C directly.
 #pragma once
 
 #include "hot_loops.hpp"
