@@ -40,7 +40,7 @@ class TileCounter {
       gpu::check(zeroed, "MemsetAsync", context);
     }
   }
-  ~TileCounter() { (void)cudaFreeAsync(counter_, stream_); }  // a failure here surfaces at the next check
+  ~TileCounter() { gpu::quietly(cudaFreeAsync(counter_, stream_), "FreeAsync (HOPPER_FLASH's tile counter)"); }
   TileCounter(const TileCounter&) = delete;
   TileCounter& operator=(const TileCounter&) = delete;
   int* get() const { return counter_; }

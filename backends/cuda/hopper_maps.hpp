@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "cuda/hopper_config.hpp"
 #include "cuda/sm90_tensor_map.hpp"
 #include "cuda/sm90_tensor_map_check.hpp"
 #include "cuda_hip/flash_params.hpp"
+#include "mla/error.hpp"
 
 namespace mla::hopper_flash {
 
@@ -58,6 +60,16 @@ inline cuda_flash::sm90::TensorMapSpec output_spec(const gpu::FlashParams& p, co
                          rows_per_consumer);
 }
 
+// make_tensor_map for one operand, its errors prefixed with the backend and
+// the operand ("HOPPER_FLASH: the tensor map of k: make_tensor_map: ...").
+inline cuda_flash::sm90::TensorMap operand_map(const char* operand, const cuda_flash::sm90::TensorMapSpec& spec) {
+  try {
+    return cuda_flash::sm90::make_tensor_map(spec);
+  } catch (const Error& error) {
+    raise(error.category(), std::string("HOPPER_FLASH: the tensor map of ") + operand + ": " + error.what());
+  }
+}
+
 }  // namespace detail
 
 // Whether the TMA-store epilogue can store this launch's output: q's dtype
@@ -74,23 +86,24 @@ inline bool tma_store_fits(const gpu::FlashParams& p, const HopperTileConfig& cf
 // still gets valid k and v maps, over q's memory: no box of them is loaded.
 // `with_output`: also the output's map (tma_store_fits(p, cfg) must hold).
 inline HopperMaps make_hopper_maps(const gpu::FlashParams& p, const HopperTileConfig& cfg, bool with_output = false) {
-  using cuda_flash::sm90::make_tensor_map;
+  using detail::operand_map;
   const bool keys = p.k_tokens > 0;
   const void* k = keys ? p.k : p.q;
   const void* v = keys ? p.v : p.q;
   const std::int64_t k_tokens = keys ? p.k_tokens : 1;
   const int v_dim = keys ? cfg.head_dim_v : cfg.head_dim_qk;
-  const cuda_flash::sm90::TensorMap q = make_tensor_map(detail::token_head_spec(
-      p.q, p.q_tokens, p.q_row_stride, p.q_head_stride, p.num_heads, cfg.head_dim_qk, block_rows));
+  const cuda_flash::sm90::TensorMap q =
+      operand_map("q", detail::token_head_spec(p.q, p.q_tokens, p.q_row_stride, p.q_head_stride, p.num_heads,
+                                               cfg.head_dim_qk, block_rows));
   return HopperMaps{
       q,
-      make_tensor_map(detail::token_head_spec(k, k_tokens, keys ? p.k_row_stride : p.q_row_stride,
-                                              keys ? p.k_head_stride : p.q_head_stride, p.num_heads, cfg.head_dim_qk,
-                                              cfg.block_cols)),
-      make_tensor_map(detail::token_head_spec(v, k_tokens, keys ? p.v_row_stride : p.q_row_stride,
-                                              keys ? p.v_head_stride : p.q_head_stride, p.num_heads, v_dim,
-                                              cfg.block_cols)),
-      with_output ? make_tensor_map(detail::output_spec(p, cfg)) : q,
+      operand_map("k", detail::token_head_spec(k, k_tokens, keys ? p.k_row_stride : p.q_row_stride,
+                                               keys ? p.k_head_stride : p.q_head_stride, p.num_heads, cfg.head_dim_qk,
+                                               cfg.block_cols)),
+      operand_map(
+          "v", detail::token_head_spec(v, k_tokens, keys ? p.v_row_stride : p.q_row_stride,
+                                       keys ? p.v_head_stride : p.q_head_stride, p.num_heads, v_dim, cfg.block_cols)),
+      with_output ? operand_map("out", detail::output_spec(p, cfg)) : q,
   };
 }
 

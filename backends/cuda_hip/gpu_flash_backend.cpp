@@ -124,7 +124,7 @@ AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index
 
 void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   require_queue(queue, "merge_attn_states", false);
-  check_merge_args(queue, args);
+  check_merge_args(*this, queue, args);
   vendor_.merge(queue, args);
 }
 

@@ -127,13 +127,18 @@ class GpuQueue final : public QueueImpl {
     }
   }
 
+  // Every operation on the stream runs with the queue's device current: a
+  // borrowed null stream (PyTorch's default) means the current device's.
   void memcpy(void* dst, const void* src, std::size_t bytes) override {
+    const std::string what = context(std::to_string(bytes) + " bytes");
+    gpu::DeviceGuard guard(device_, what);
     // The default direction: unified addressing tells it from the pointers.
-    gpu::memcpy_async(dst, src, bytes, stream_, context(std::to_string(bytes) + " bytes"));
+    gpu::memcpy_async(dst, src, bytes, stream_, what);
   }
 
   void memset(void* dst, int value, std::size_t bytes) override {
     const std::string what = context(std::to_string(bytes) + " bytes");
+    gpu::DeviceGuard guard(device_, what);
     if (gpu::is_host_memory(dst, what)) {
       // The runtime's async memset is for device memory; keep the queue's
       // order by finishing earlier work first, then set host memory here.
@@ -146,7 +151,11 @@ class GpuQueue final : public QueueImpl {
 
   std::shared_ptr<EventImpl> record() override { return std::make_shared<GpuEvent>(device_, stream_); }
 
-  void wait() override { gpu::synchronize(stream_, context()); }
+  void wait() override {
+    const std::string what = context();
+    gpu::DeviceGuard guard(device_, what);
+    gpu::synchronize(stream_, what);
+  }
 
   void wait_for(EventImpl& event) override {
     auto* gpu_event = dynamic_cast<GpuEvent*>(&event);
@@ -154,7 +163,9 @@ class GpuQueue final : public QueueImpl {
       event.wait();  // an event of the host queue: its work is already done
       return;
     }
-    gpu::stream_wait(stream_, gpu_event->native(), context("waiting for an event"));
+    const std::string what = context("waiting for an event");
+    gpu::DeviceGuard guard(device_, what);
+    gpu::stream_wait(stream_, gpu_event->native(), what);
   }
 
  private:

@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "gpu_namespace.hpp"
+#include "mla/config.hpp"
 #include "mla/error.hpp"
 #include "mla/queue.hpp"
 #include "mla/tensor.hpp"
@@ -52,6 +53,20 @@ inline void check(ErrorCode code, std::string_view call, std::string_view contex
   (void)MLA_GPU_VENDOR(cudaGetLastError, hipGetLastError)();  // clear a non-sticky error
   raise(ErrorCategory::device, std::string(vendor_prefix) + std::string(call) + " failed: " + error_string(code) +
                                    " (" + std::string(context) + ")");
+}
+
+// For teardown paths, which must not throw: a failed call is logged as a
+// warning and its error cleared, so that the next check_launch does not
+// report it as that kernel's failure. (A sticky error stays: it ends the
+// context, and every later call reports it.)
+inline void quietly(ErrorCode code, std::string_view call) noexcept {
+  if (code == success) return;
+  (void)MLA_GPU_VENDOR(cudaGetLastError, hipGetLastError)();
+  try {
+    mla::log(LogLevel::warn,
+             std::string(vendor_prefix) + std::string(call) + " failed during teardown: " + error_string(code));
+  } catch (...) {
+  }
 }
 
 // After a <<<...>>> launch: configuration errors (too much shared memory, bad
@@ -104,8 +119,9 @@ inline Stream create_stream(std::string_view context) {
 
 // Lets work in flight finish, then destroys the stream; for destructors.
 inline void destroy_stream(Stream stream) noexcept {
-  (void)MLA_GPU_VENDOR(cudaStreamSynchronize, hipStreamSynchronize)(stream);
-  (void)MLA_GPU_VENDOR(cudaStreamDestroy, hipStreamDestroy)(stream);
+  // A kernel's asynchronous fault often shows up here, at the last sync.
+  quietly(MLA_GPU_VENDOR(cudaStreamSynchronize, hipStreamSynchronize)(stream), "StreamSynchronize");
+  quietly(MLA_GPU_VENDOR(cudaStreamDestroy, hipStreamDestroy)(stream), "StreamDestroy");
 }
 
 inline void synchronize(Stream stream, std::string_view context) {
@@ -124,7 +140,9 @@ inline Event record_event(Stream stream, std::string_view context) {
   return event;
 }
 
-inline void destroy_event(Event event) noexcept { (void)MLA_GPU_VENDOR(cudaEventDestroy, hipEventDestroy)(event); }
+inline void destroy_event(Event event) noexcept {
+  quietly(MLA_GPU_VENDOR(cudaEventDestroy, hipEventDestroy)(event), "EventDestroy");
+}
 
 // Later work on `stream` waits for `event`; the host does not.
 inline void stream_wait(Stream stream, Event event, std::string_view context) {
@@ -228,7 +246,7 @@ class DeviceGuard {
                 MLA_GPU_VENDOR(cudaSetDevice, hipSetDevice)(device) == success;
   }
   ~DeviceGuard() {
-    if (switched_) (void)MLA_GPU_VENDOR(cudaSetDevice, hipSetDevice)(previous_);
+    if (switched_) quietly(MLA_GPU_VENDOR(cudaSetDevice, hipSetDevice)(previous_), "SetDevice");
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

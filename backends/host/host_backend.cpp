@@ -78,7 +78,7 @@ AttentionResult HostBackend::run_context_chunk(Queue& queue, int chunk_index, co
 
 void HostBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
   require_host_queue(*this, queue, "merge_attn_states");
-  check_merge_args(queue, args);
+  check_merge_args(*this, queue, args);
   MergeArgs resolved = args;
   if (const std::optional<float> scale = host_scale(queue, args.out_scale)) resolved.out_scale = OutputScale(*scale);
   merge(resolved);

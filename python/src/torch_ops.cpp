@@ -151,8 +151,8 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q, const at::Tens
     Queue queue = queue_for(cached, q);
     std::lock_guard lock(cached.mutex);
     cached.backend->prepare(queue, metadata);
-    cached.backend->run_new_tokens(queue, view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), static_cast<float>(scale),
-                                   true, view_of(std::get<0>(result), "out"), std::nullopt,
+    cached.backend->run_new_tokens(queue, view_of(q, "q"), view_on(k, "k", q, "q"), view_on(v, "v", q, "q"),
+                                   static_cast<float>(scale), true, view_of(std::get<0>(result), "out"), std::nullopt,
                                    view_of(std::get<1>(result), "lse"));
   });
   return result;
@@ -185,9 +185,9 @@ std::tuple<at::Tensor, at::Tensor> merge(const at::Tensor& prefix_out, const at:
                              at::empty_like(prefix_lse, at::MemoryFormat::Contiguous));
     MergeArgs args;
     args.prefix_out = view_of(prefix_out, "prefix_output");
-    args.prefix_lse = view_of(prefix_lse, "prefix_lse");
-    args.suffix_out = view_of(suffix_out, "suffix_output");
-    args.suffix_lse = view_of(suffix_lse, "suffix_lse");
+    args.prefix_lse = view_on(prefix_lse, "prefix_lse", prefix_out, "prefix_output");
+    args.suffix_out = view_on(suffix_out, "suffix_output", prefix_out, "prefix_output");
+    args.suffix_lse = view_on(suffix_lse, "suffix_lse", prefix_out, "prefix_output");
     args.out = view_of(std::get<0>(result), "output");
     args.out_lse = view_of(std::get<1>(result), "output_lse");
     args.prefill_tokens_with_context = std_optional(tokens_with_context);

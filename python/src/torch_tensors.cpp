@@ -46,6 +46,15 @@ TensorView view_of(const at::Tensor& tensor, const char* what) {
   return view;
 }
 
+TensorView view_on(const at::Tensor& tensor, const char* what, const at::Tensor& anchor, const char* anchor_name) {
+  if (tensor.defined() && anchor.defined() && tensor.device() != anchor.device()) {
+    raise(ErrorCategory::invalid_argument, std::string(what) + " is on " + tensor.device().str() + " but " +
+                                               anchor_name + " on " + anchor.device().str() +
+                                               "; every tensor of a call must be on one device");
+  }
+  return view_of(tensor, what);
+}
+
 std::vector<std::int32_t> cu_seqlens_of(const at::Tensor& tensor, const char* what) {
   if (tensor.dim() != 1 || at::isFloatingType(tensor.scalar_type()) || tensor.scalar_type() == at::kBool) {
     raise(ErrorCategory::invalid_argument, std::string(what) + " must be a 1-d integer tensor");

@@ -15,6 +15,10 @@ namespace mla::python {
 // A view of `tensor` (float32, float16, bfloat16, or uint8 as fp8 e4m3 bytes;
 // rank 1 to 4). Raises Error(invalid_argument) naming `what`.
 TensorView view_of(const at::Tensor& tensor, const char* what);
+// The same, for a tensor that must be on `anchor`'s device (a kernel on one
+// GPU cannot read another's memory): raises Error(invalid_argument) naming
+// both tensors and devices otherwise.
+TensorView view_on(const at::Tensor& tensor, const char* what, const at::Tensor& anchor, const char* anchor_name);
 
 // A 1-d integer tensor as int32 cu_seqlens on the host (copied from a GPU).
 std::vector<std::int32_t> cu_seqlens_of(const at::Tensor& tensor, const char* what);

@@ -183,6 +183,23 @@ TEST_P(CallerMemory, DeviceMetadataStepEqualsHostMetadataStep) {
     EXPECT_TRUE(same_bytes(fetch(lse.view), expected_lse, "lse"));
   }
 
+  // Every backend refuses a max_seqlen that cannot bound the tokens (B
+  // sequences of at most max_seqlen hold fewer), before reading the arrays.
+  for (const bool keys : {false, true}) {
+    DevicePrefillMetadata short_max = device;
+    (keys ? short_max.max_seqlen_k : short_max.max_seqlen_q) = 0;
+    try {
+      backend_->prepare_device(queue_, short_max);
+      ADD_FAILURE() << "max_seqlen 0 was accepted for " << (keys ? "keys" : "queries");
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+      EXPECT_NE(
+          std::string(error.what()).find(keys ? "max_seqlen_k = 0 cannot bound" : "max_seqlen_q = 0 cannot bound"),
+          std::string::npos)
+          << error.what();
+    }
+  }
+
   // Sizes that disagree with the arrays are caught where the arrays are read
   // on the host; the flash kernels trust them, as the header says.
   if (backend_->name().find("FLASH") == std::string::npos) {

@@ -82,12 +82,17 @@ TEST_P(Conformance, NewTokensIntoPaddedOut) {
 }
 
 // More keys than queries (bottom-right causal) and fewer keys than queries
-// (the first queries see nothing: 0 and -inf).
+// (the first queries see nothing: 0 and -inf). out and lse are the caller's
+// and start as NaN, so rows without keys must be written, not left alone.
 TEST_P(Conformance, NewTokensBottomRightCausal) {
   const PrefillMetadata meta = PrefillMetadata::from_lengths({3, 1, 5, 0, 2, 9}, {7, 1, 2, 4, 2, 30});
   Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  const DeviceTensor out = upload(queue_, HostTensor(dtype(), {meta.num_q_tokens(), heads(), v_dim()}));
+  const DeviceTensor lse = upload(queue_, HostTensor(DType::float32, {heads(), meta.num_q_tokens()}));
   backend_->prepare(queue_, meta);
-  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true);
+  const AttentionResult result = backend_->run_new_tokens(queue_, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true,
+                                                          out.view, std::nullopt, lse.view);
+  EXPECT_EQ(result.out.data, out.view.data) << "the caller's out was not used";
   reference_->prepare(host_, meta);
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_, true);
   EXPECT_TRUE(reference_attention_exact(ref, ops.q, ops.k, ops.v, {3, 1, 5, 0, 2, 9}, {7, 1, 2, 4, 2, 30}, true));
@@ -137,8 +142,12 @@ TEST_P(Conformance, ContextChunksWithEmptyRows) {
     const std::int64_t nk = total(sweep_chunks[c]);
     Operands chunk = random_operands(0, nk, /*strided=*/c == 1);
     const int index = static_cast<int>(c);
-    const AttentionResult result =
-        backend_->run_context_chunk(queue_, index, ops.dq.view, chunk.dk.view, chunk.dv.view, scale_);
+    // The caller's out and lse, NaN at first: empty rows must be written.
+    const DeviceTensor out = upload(queue_, HostTensor(dtype(), {meta.num_q_tokens(), heads(), v_dim()}));
+    const DeviceTensor lse = upload(queue_, HostTensor(DType::float32, {heads(), meta.num_q_tokens()}));
+    const AttentionResult result = backend_->run_context_chunk(queue_, index, ops.dq.view, chunk.dk.view, chunk.dv.view,
+                                                               scale_, out.view, lse.view);
+    EXPECT_EQ(result.lse.data, lse.view.data) << "the caller's lse was not used";
     const AttentionResult ref =
         reference_->run_context_chunk(host_, index, ops.q.view(), chunk.k.view(), chunk.v.view(), scale_);
     EXPECT_TRUE(reference_attention_exact(ref, ops.q, chunk.k, chunk.v, sweep_q_lens, sweep_chunks[c], false));

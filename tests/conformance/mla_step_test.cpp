@@ -186,13 +186,19 @@ class MlaStep : public Conformance {
           err += (got - want) * (got - want);
           norm += want * want;
         }
-        lse_err = std::max(lse_err, std::abs(lse.at(h, t) - want_lse[static_cast<std::size_t>(h * nq + t)]));
+        // A NaN must fail, not vanish in a max; a row without keys is -inf exactly.
+        const double got_lse = lse.at(h, t);
+        const double want = want_lse[static_cast<std::size_t>(h * nq + t)];
+        if (std::isinf(want) ? got_lse != want : !std::isfinite(got_lse)) {
+          return ::testing::AssertionFailure() << "LSE " << got_lse << " where " << want << " is due, head " << h
+                                               << " token " << t << " (" << what << ")";
+        }
+        if (!std::isinf(want)) lse_err = std::max(lse_err, std::abs(got_lse - want));
       }
     }
     const double relative = std::sqrt(err / std::max(norm, 1e-30));
-    // The library rounds keys and values to the compute dtype, as engines do.
     const Tolerance tol = tolerance();
-    if (relative > tol.out_relative * 2 || lse_err > tol.lse_absolute * 2) {
+    if (relative > tol.out_relative || lse_err > tol.lse_absolute) {
       return ::testing::AssertionFailure()
              << "relative error " << relative << ", LSE error " << lse_err << " (" << what << ")";
     }
@@ -362,7 +368,7 @@ TEST_P(MlaStep, ProjectionMatchesFp64AndIsBatchInvariant) {
         for (int j = 0; j < R; ++j) ASSERT_TRUE(std::isnan(k.at(t, h, P + j))) << "rope column " << j << " written";
       }
     }
-    EXPECT_LT(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
+    EXPECT_LE(std::sqrt(err / norm), tolerance().out_relative) << "relative error of the projection";
   }
 }
 
@@ -487,7 +493,7 @@ TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaStep,
                          ::testing::Values(ConformanceShape{DType::float32, deepseek_dims, 2},
                                            ConformanceShape{DType::bfloat16, deepseek_dims, 2},
-                                           ConformanceShape{DType::float16, {64, 32, 64}, 3}),
+                                           ConformanceShape{DType::float16, {64, 64, 128}, 3}),
                          shape_name);
 
 }  // namespace

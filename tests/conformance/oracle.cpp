@@ -124,8 +124,10 @@ OracleResult oracle_merge(const HostTensor& prefix_out, const HostTensor& prefix
 }
 
 Tolerance oracle_tolerance(DType out_dtype) {
-  // Half a unit in the last place, relative: 2^-24, 2^-11, 2^-8 and, for
-  // e4m3's three mantissa bits, 2^-4. Norms of many elements sit below it.
+  // About half a unit in the last place, relative (2^-11 fp16, 2^-8 bf16,
+  // 2^-4 for e4m3's three mantissa bits): norms of many elements sit below
+  // it. float32 gets 1e-6 (about 16 units of 2^-24), since a chunked step
+  // rounds each chunk's partial result to fp32 before its merge.
   switch (out_dtype) {
     case DType::float32:
       return {1e-6, 1e-5};

@@ -93,6 +93,8 @@ struct Tolerance {
   double out_relative = 1e-5;
   double lse_absolute = 1e-3;
 };
+// The bounds for an input dtype (float32, float16, bfloat16); throws
+// std::invalid_argument for float8_e4m3, an output dtype only.
 Tolerance tolerance_for(DType input_dtype);
 // fp8 output: one e4m3 step is 1/8 relative; norm error far below that.
 inline constexpr double fp8_out_relative = 1e-1;

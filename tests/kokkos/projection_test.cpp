@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <ostream>
@@ -66,7 +67,12 @@ void PrintTo(const Case& c, std::ostream* os) {
 class KokkosProjection : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    if (GetParam().gemm == "onednn" && !kokkos::onednn_projection_built()) GTEST_SKIP() << "built without oneDNN";
+    if (GetParam().gemm == "onednn" && !kokkos::onednn_projection_built()) {
+      // ci/test sets MLA_REQUIRE_ONEDNN=1: its machines have libdnnl-dev (ci/setup).
+      const char* required = std::getenv("MLA_REQUIRE_ONEDNN");
+      if (required != nullptr && std::string(required) == "1") FAIL() << "built without oneDNN (MLA_REQUIRE_ONEDNN=1)";
+      GTEST_SKIP() << "built without oneDNN";
+    }
   }
   test::ScopedEnv gemm_{"MLA_KOKKOS_PROJECTION", GetParam().gemm};
 };
@@ -96,7 +102,7 @@ void check_projection(const Case& c, const Shape& s, std::int64_t tokens,
       for (int j = 0; j < s.r; ++j) ASSERT_TRUE(std::isnan(all.k.at(t, h, s.p + j))) << "rope column " << j;
     }
   }
-  EXPECT_LT(std::sqrt(err / norm), tolerance_for(dtype).out_relative);
+  EXPECT_LE(std::sqrt(err / norm), tolerance_for(dtype).out_relative);
 
   for (const auto& [first, count] : slices) {
     const Projection part = project(*backend, s, x, first, count, w, dtype);

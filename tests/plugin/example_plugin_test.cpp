@@ -116,6 +116,23 @@ TEST_F(ExamplePlugin, RefusesQuantisedOutputItCannotWrite) {
       [&] { backend->run_new_tokens(queue, step.q.view, step.k.view, step.v.view, 0.1f, false, out.view, 0.5f); },
       ErrorCategory::not_supported);
   EXPECT_NE(message.find("EXAMPLE_PLUGIN cannot write float8_e4m3 output"), std::string::npos) << message;
+
+  // The merge refuses it the same way, before the plugin is called: the
+  // fp8 out keeps its poison.
+  const std::int64_t dv = params.dims.v_head_dim;
+  HostTensor prefix(DType::bfloat16, {5, 2, dv});
+  HostTensor suffix(DType::bfloat16, {5, 2, dv});
+  HostTensor prefix_lse(DType::float32, {2, 5});
+  HostTensor suffix_lse(DType::float32, {2, 5});
+  for (HostTensor* t : {&prefix, &suffix, &prefix_lse, &suffix_lse}) t->fill_random(rng, -1.0f, 1.0f);
+  out.poison();
+  const std::vector<std::byte> poisoned = out.storage;
+  MergeArgs merge{prefix.view, prefix_lse.view, suffix.view, suffix_lse.view, out.view, {}, std::nullopt, 0.5f};
+  const std::string merge_message =
+      error_of([&] { backend->merge_attn_states(queue, merge); }, ErrorCategory::not_supported);
+  EXPECT_NE(merge_message.find("EXAMPLE_PLUGIN cannot write float8_e4m3 merge output"), std::string::npos)
+      << merge_message;
+  EXPECT_EQ(out.storage, poisoned);
 }
 
 TEST_F(ExamplePlugin, SelectedThroughAYamlOverride) {

@@ -24,8 +24,14 @@ def test_prefill_and_context_chunk_match_the_oracle(rng):
     chunk_out, chunk_lse = torch.ops.mlaprefill.context_chunk(q, ck, cv, cu_q_t, cu_c_t, scale)
     assert_close(chunk_out, chunk_lse, *attention(q, ck, cv, cu_q, cu_c, scale, causal=False), "float32")
     merged, merged_lse = torch.ops.mlaprefill.merge_attn_states(chunk_out, chunk_lse, out, lse)
-    expected = mlaprefill.merge_attn_states(chunk_out, chunk_lse, out, lse, return_lse=True)
-    assert torch.allclose(merged, expected[0], atol=1e-6) and torch.allclose(merged_lse, expected[1], atol=1e-6)
+    # The oracle of the whole attention: each sequence's context keys, then its new keys.
+    whole_k, whole_v, cu_whole = [], [], [0]
+    for b in range(len(cu_q) - 1):
+        whole_k += [ck[cu_c[b] : cu_c[b + 1]], k[cu_q[b] : cu_q[b + 1]]]
+        whole_v += [cv[cu_c[b] : cu_c[b + 1]], v[cu_q[b] : cu_q[b + 1]]]
+        cu_whole.append(cu_whole[-1] + (cu_c[b + 1] - cu_c[b]) + (cu_q[b + 1] - cu_q[b]))
+    expected = attention(q, torch.cat(whole_k), torch.cat(whole_v), cu_q, cu_whole, scale, causal=True)
+    assert_close(merged, merged_lse, *expected, "float32")
 
 
 def test_each_call_has_its_own_scale(rng):

@@ -1,9 +1,12 @@
 // Every bad argument gives Error(invalid_argument) (or not_supported where
 // the request is valid but unservable) with a message that names the tensor
 // and says what was expected.
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "mla/backend/checks.hpp"
 #include "reference/reference_helpers.hpp"
@@ -347,6 +350,39 @@ TEST_F(Arguments, OutputsOverlappingInputsAreRefused) {
       raises(step({out.view(), lse_in_out, workspace.get(), needed}), invalid, "run_prefill_step: out overlaps lse"));
   // The same buffers apart are accepted.
   EXPECT_NO_THROW(step({out.view(), lse.view(), workspace.get(), needed})());
+}
+
+// An output whose own elements alias (a broadcast head, rows closer than a
+// row's width) would be written twice per element: refused, and the
+// output's memory is not touched.
+TEST_F(Arguments, OutputsOverlappingThemselvesAreRefused) {
+  backend_->prepare(host_, meta_);
+  HostTensor out = make({5, 4, 12}), lse = make({4, 5}, DType::float32);
+  const std::vector<std::byte> before(
+      static_cast<const std::byte*>(out.view().data),
+      static_cast<const std::byte*>(out.view().data) + 5 * 4 * 12 * dtype_size(out.view().dtype));
+  TensorView broadcast_heads = out.view();  // every head onto the first
+  broadcast_heads.stride[1] = 0;
+  EXPECT_TRUE(
+      raises([&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), 0.2f, true, broadcast_heads); },
+             invalid, "out overlaps itself: two of its elements share memory"));
+  TensorView short_rows = out.view();  // heads 6 apart with 12 columns each
+  short_rows.stride[1] = 6;
+  EXPECT_TRUE(raises([&] { backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), 0.2f, true, short_rows); },
+                     invalid, "out overlaps itself"));
+  TensorView lse_one_token = lse.view();  // every token onto the first
+  lse_one_token.stride[1] = 0;
+  EXPECT_TRUE(raises(
+      [&] {
+        backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), 0.2f, true, out.view(), {}, lse_one_token);
+      },
+      invalid, "lse overlaps itself"));
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), static_cast<const std::byte*>(out.view().data)));
+  // A transposed but disjoint layout is accepted: [5, 4, 12] over [4, 5, 12] memory.
+  TensorView transposed = out.view();
+  transposed.stride[0] = 12;
+  transposed.stride[1] = 5 * 12;
+  EXPECT_NO_THROW(backend_->run_new_tokens(host_, q_.view(), k_.view(), v_.view(), 0.2f, true, transposed));
 }
 
 // The reference reads memory on the calling thread: a GPU queue is refused.

@@ -168,9 +168,13 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
     EXPECT_EQ(stats.blocks, work.size() * heads);
   }
 
-  // Double-precision attention on the rounded inputs.
-  const double out_tolerance = tc.dtype == DType::bfloat16 ? 2e-2 : 4e-3;
-  double max_out_error = 0.0;
+  // Double-precision attention on the rounded inputs, held to docs/contract.md
+  // §6: relative norm error of the whole output (bf16 1e-2, fp16 2e-3), rows
+  // without keys exactly 0 with LSE -inf; the LSE within 1e-4 (tighter than
+  // the table: the kernel's LSE is fp32 whatever the dtype).
+  const double out_tolerance = tc.dtype == DType::bfloat16 ? 1e-2 : 2e-3;
+  double squared_error = 0.0;
+  double squared_norm = 0.0;
   double max_lse_error = 0.0;
   for (std::size_t seq = 0; seq < seqlens_q.size(); ++seq) {
     const int sq = seqlens_q[seq];
@@ -204,13 +208,13 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
           }
           if (keys > 0) expected /= sum;
           const double got = from_bits(tc.dtype, out[(qi * heads + h) * dv + d]);
-          const double error = std::abs(got - expected);
-          if (!(error <= out_tolerance)) {
+          if (!std::isfinite(got) || (keys == 0 && got != 0.0)) {
             ADD_FAILURE() << "out[seq " << seq << ", row " << i << ", head " << h << ", dim " << d << "] = " << got
                           << ", expected " << expected;
             return;
           }
-          max_out_error = std::max(max_out_error, error);
+          squared_error += (got - expected) * (got - expected);
+          squared_norm += expected * expected;
         }
         const double got_lse = lse[static_cast<std::size_t>(h) * total_q + qi];
         if (keys == 0) {
@@ -223,7 +227,9 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
       }
     }
   }
-  std::printf("[ accuracy ] max |out error| %.3g, max |lse error| %.3g\n", max_out_error, max_lse_error);
+  const double relative_error = std::sqrt(squared_error / std::max(squared_norm, 1e-30));
+  EXPECT_LE(relative_error, out_tolerance) << "relative norm error of out";
+  std::printf("[ accuracy ] out relative error %.3g, max |lse error| %.3g\n", relative_error, max_lse_error);
 
   // The same launch with the threads of each block resumed in reverse order:
   // a missing barrier shows up as different bits (or poison).

@@ -190,7 +190,10 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HipProjectionEmulated,
                          case_name);
 
 TEST(HipProjectionEmulatedLaunch, NoTokensLaunchesNothing) {
-  if (!hip_flash_emulated_built()) GTEST_SKIP() << "emulated HIP_FLASH was not built";
+  if (!hip_flash_emulated_built()) {
+    if (mla::emulator_required()) FAIL() << "emulated HIP_FLASH was not built (MLA_REQUIRE_EMULATOR=1)";
+    GTEST_SKIP() << "emulated HIP_FLASH was not built";
+  }
   std::vector<std::uint16_t> w(4 * 8, 0);
   const TensorView latents = TensorView::contiguous(nullptr, DType::float32, {0, 8});
   const TensorView weight = TensorView::contiguous(w.data(), DType::bfloat16, {4, 8});

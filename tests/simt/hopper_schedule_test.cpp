@@ -213,7 +213,14 @@ TEST(HopperMaps, ThreeDimensionalBoxesOf64ElementsSwizzled128) {
   p.q_tokens = 40;
   p.q_row_stride = 3 * 200;
   p.q_head_stride = 201;  // 402 bytes: not a multiple of 16
-  EXPECT_THROW(make_hopper_maps(p, cfg), Error);
+  try {
+    (void)make_hopper_maps(p, cfg);
+    ADD_FAILURE() << "a head stride of 402 bytes was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_argument);
+    const std::string message = error.what();
+    EXPECT_EQ(message.rfind("HOPPER_FLASH: the tensor map of q: make_tensor_map: strides_bytes[1]", 0), 0u) << message;
+  }
 }
 
 // The output's map (TMA-store epilogue): boxes of 64 x 64 rows, and only for

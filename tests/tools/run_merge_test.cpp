@@ -115,8 +115,8 @@ TEST(ToolRun, AutoSelectionWithFloat16FilesAndInt64CuSeqlensMatchesReference) {
   const Attention expected = reference_attention(problem.q, problem.k, problem.v, problem.heads, problem.dims,
                                                  problem.q_lens, problem.k_lens, false, 0.125f, DType::float16);
   // docs/contract.md §6, fp16; the -inf LSE of the keyless sequence must match exactly.
-  EXPECT_LT(relative_error(read_floats(dir.path("out.npy")), expected.out), 2e-3);
-  EXPECT_LT(max_abs_error(read_floats(dir.path("lse.npy")), expected.lse), 1e-3);
+  EXPECT_LE(relative_error(read_floats(dir.path("out.npy")), expected.out), 2e-3);
+  EXPECT_LE(max_abs_error(read_floats(dir.path("lse.npy")), expected.lse), 1e-3);
   EXPECT_EQ(expected.lse[1], -inf);  // sequence 1 has no keys
 }
 

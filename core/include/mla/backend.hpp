@@ -351,9 +351,10 @@ struct PrefillStepBuffers {
   std::size_t workspace_bytes = 0;
 };
 
-// Bytes of workspace run_prefill_step needs for `metadata` (0 without context
-// chunks): the chunk results, the merges' second buffer and the scratch of
-// split attention calls (attention_scratch_size).
+// Bytes of workspace run_prefill_step needs for `metadata`: an LSE of the
+// new tokens (the merges need one when the caller wants none) and, with
+// context chunks, the chunk results, the merges' second buffer and the
+// scratch of split attention calls (attention_scratch_size).
 std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata);
 std::size_t prefill_step_workspace_size(const BackendParams& params, const DevicePrefillMetadata& metadata);
 

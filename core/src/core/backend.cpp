@@ -226,6 +226,13 @@ void check_merge_args(const Queue& queue, const MergeArgs& args) {
                                {"merge: out_lse", &args.out_lse}});
 }
 
+void check_merge_args(const PrefillBackend& backend, const Queue& queue, const MergeArgs& args) {
+  if (args.out_scale && !backend.supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor))
+    raise(ErrorCategory::not_supported,
+          backend.name() + " cannot write float8_e4m3 merge output (out_scale was given)");
+  check_merge_args(queue, args);
+}
+
 PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
   if (params.num_heads < 1) bad_argument("num_heads must be at least 1; got " + std::to_string(params.num_heads));
   const MlaDims& d = params.dims;

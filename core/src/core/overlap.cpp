@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "mla/error.hpp"
 
@@ -47,6 +49,22 @@ std::string Operand::describe() const {
   return view_.data != nullptr ? view_.describe() : fmt::format("{} bytes", bytes_);
 }
 
+bool Operand::overlaps_itself() const {
+  if (view_.data == nullptr || view_.numel() == 0) return false;
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (|stride|, extent) of extents above 1
+  for (int d = 0; d < view_.rank; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    if (view_.shape[i] > 1) dims.emplace_back(view_.stride[i] < 0 ? -view_.stride[i] : view_.stride[i], view_.shape[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  std::int64_t covered = 1;  // elements the dimensions so far reach, from the first
+  for (const auto& [stride, extent] : dims) {
+    if (stride < covered) return true;
+    covered += stride * (extent - 1);
+  }
+  return false;
+}
+
 namespace {
 
 void check_pair(const std::string& who, const Operand& output, const Operand& other) {
@@ -62,6 +80,11 @@ void check_pair(const std::string& who, const Operand& output, const Operand& ot
 
 void check_no_overlap(const std::string& who, const std::vector<Operand>& outputs, const std::vector<Operand>& inputs) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].overlaps_itself()) {
+      raise(ErrorCategory::invalid_argument,
+            fmt::format("{}{} overlaps itself: two of its elements share memory ({})", who.empty() ? "" : who + ": ",
+                        outputs[i].name, outputs[i].describe()));
+    }
     for (const Operand& input : inputs) check_pair(who, outputs[i], input);
     for (std::size_t j = i + 1; j < outputs.size(); ++j) check_pair(who, outputs[i], outputs[j]);
   }

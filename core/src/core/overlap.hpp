@@ -41,6 +41,11 @@ struct Operand {
   ByteSpan span;
   // Described only for the message: the check runs on every call.
   std::string describe() const;
+  // Whether two indices of a tensor operand can address one element (a zero
+  // stride over an extent above 1, a head stride inside a row): taken in
+  // order of stride, each dimension must step past all the ones below it.
+  // Errs towards true for exotic interleavings, as the spans do.
+  bool overlaps_itself() const;
 
  private:
   TensorView view_;        // a tensor operand
@@ -48,7 +53,8 @@ struct Operand {
 };
 
 // Raises Error(invalid_argument) "<who>: out overlaps q (...)" naming both
-// when an output's span intersects an input's or another output's. Inputs may
+// when an output's span intersects an input's or another output's, and
+// "<who>: out overlaps itself (...)" for an output whose elements alias. Inputs may
 // share memory with each other (k and v as views of one cache, say).
 void check_no_overlap(const std::string& who, const std::vector<Operand>& outputs, const std::vector<Operand>& inputs);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cstdint>
 
 #include "mla/backend/checks.hpp"
 #include "mla/error.hpp"
@@ -70,6 +71,19 @@ void check_device_metadata(const DevicePrefillMetadata& m) {
   }
   if (m.max_seqlen_q < 0 || m.max_seqlen_k < 0)
     bad(fmt::format("max_seqlen_q/k must not be negative; got {} and {}", m.max_seqlen_q, m.max_seqlen_k));
+  // What the host can check of "max_seqlen bounds every sequence" without
+  // reading the arrays: B sequences of at most max_seqlen hold the tokens.
+  const auto bounds_tokens = [&](std::int64_t max_seqlen, std::int64_t tokens, const std::string& what) {
+    if (static_cast<std::int64_t>(m.batch_size) * max_seqlen < tokens) {
+      bad(fmt::format("{} = {} cannot bound {} sequences of {} tokens in all", what, max_seqlen, m.batch_size, tokens));
+    }
+  };
+  bounds_tokens(m.max_seqlen_q, m.num_q_tokens, "max_seqlen_q");
+  bounds_tokens(m.max_seqlen_k, m.num_k_tokens, "max_seqlen_k");
+  const auto aligned = [](const std::int32_t* cu) {
+    return reinterpret_cast<std::uintptr_t>(cu) % alignof(std::int32_t) == 0;
+  };
+  if (!aligned(m.cu_seqlens_q) || !aligned(m.cu_seqlens_k)) bad("cu_seqlens_q and cu_seqlens_k must be 4-byte aligned");
   for (std::size_t c = 0; c < m.chunks.size(); ++c) {
     const DevicePrefillMetadata::Chunk& chunk = m.chunks[c];
     if (chunk.cu_seqlens_k == nullptr) bad(fmt::format("context chunk {}: cu_seqlens_k is required", c));
@@ -79,6 +93,8 @@ void check_device_metadata(const DevicePrefillMetadata& m) {
                       "and {}",
                       c, chunk.num_k_tokens, chunk.max_seqlen_k));
     }
+    bounds_tokens(chunk.max_seqlen_k, chunk.num_k_tokens, fmt::format("context chunk {}: max_seqlen_k", c));
+    if (!aligned(chunk.cu_seqlens_k)) bad(fmt::format("context chunk {}: cu_seqlens_k must be 4-byte aligned", c));
   }
 }
 

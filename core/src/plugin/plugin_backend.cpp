@@ -206,7 +206,7 @@ class PluginBackend final : public PrefillBackend {
   }
 
   void merge_attn_states(Queue& queue, const MergeArgs& args) override {
-    check_merge_args(queue, args);
+    check_merge_args(*this, queue, args);
     mla_plugin_merge_args c{};
     c.prefix_out = c_tensor(args.prefix_out);
     c.prefix_lse = c_tensor(args.prefix_lse);

@@ -69,6 +69,9 @@ void check_chunk_args(const PrefillBackend& backend, const Queue& queue, int chu
 void check_merge_args(const MergeArgs& args);
 // The same, plus: every tensor is in memory `queue` can access.
 void check_merge_args(const Queue& queue, const MergeArgs& args);
+// The same, plus: an out_scale raises Error(not_supported) when `backend`
+// cannot write float8_e4m3 (supports_quant_output), as run_new_tokens does.
+void check_merge_args(const PrefillBackend& backend, const Queue& queue, const MergeArgs& args);
 
 // The caller's out and lse views, and what is missing allocated on `queue`
 // for `backend`'s heads and v_head_dim: out in `out_dtype` (q's dtype, or fp8
