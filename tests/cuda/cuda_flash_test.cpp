@@ -258,9 +258,22 @@ TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
   TestTensor q = tensor(metadata.num_q_tokens(), params_.dims.qk_head_dim());
   TestTensor k = tensor(200, params_.dims.qk_head_dim());
   TestTensor v = tensor(200, params_.dims.v_head_dim);
+  // The caller's out and lse, NaN before the call: the rows without keys
+  // must be written, not left as the allocation found them.
+  const std::int64_t nq = metadata.num_q_tokens(), dv = params_.dims.v_head_dim;
+  UsmBuffer out_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads * dv) * 2);
+  UsmBuffer lse_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads) * 4);
+  queue_.memset(out_storage.get(), 0xff, out_storage.bytes());
+  queue_.memset(lse_storage.get(), 0xff, lse_storage.bytes());
+  const TensorView caller_out =
+      TensorView::contiguous(out_storage.get(), params_.dtype, {nq, params_.num_heads, dv}, MemoryKind::device);
+  const TensorView caller_lse =
+      TensorView::contiguous(lse_storage.get(), DType::float32, {params_.num_heads, nq}, MemoryKind::device);
   backend_->prepare(queue_, metadata);
-  const AttentionResult result =
-      backend_->run_context_chunk(queue_, 0, q.device_view, k.device_view, v.device_view, scale_);
+  const AttentionResult result = backend_->run_context_chunk(queue_, 0, q.device_view, k.device_view, v.device_view,
+                                                             scale_, caller_out, caller_lse);
+  ASSERT_EQ(result.out.data, caller_out.data);
+  ASSERT_EQ(result.lse.data, caller_lse.data);
   Queue host = Queue::host();
   reference_->prepare(host, metadata);
   const AttentionResult expected =
@@ -274,7 +287,9 @@ TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
   for (std::int64_t t : {std::int64_t{0}, std::int64_t{64}, std::int64_t{74}, std::int64_t{203}}) {
     for (std::int64_t h = 0; h < params_.num_heads; ++h) {
       EXPECT_EQ(load_as_float(lse.data, DType::float32, lse.offset(h, t)), -INFINITY) << t;
-      EXPECT_EQ(load_as_float(out.data, out.dtype, out.offset(t, h, 5)), 0.0f) << t;
+      for (std::int64_t d = 0; d < dv; ++d) {
+        ASSERT_EQ(load_as_float(out.data, out.dtype, out.offset(t, h, d)), 0.0f) << t << "," << h << "," << d;
+      }
     }
   }
 }
