@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <system_error>
 
 #include "host_fill.hpp"
 #include "npy.hpp"
@@ -73,6 +75,9 @@ MlaDims parse_dims(const std::string& text, const char* flag) {
     raise(ErrorCategory::invalid_argument,
           std::string(flag) + " must be three positive integers P,R,V (e.g. 128,64,128), got '" + text + "'");
   }
+  if (std::int64_t{(*values)[0]} + (*values)[1] > std::numeric_limits<int>::max()) {
+    raise(ErrorCategory::invalid_argument, std::string(flag) + ": P + R does not fit an int, got '" + text + "'");
+  }
   return MlaDims{(*values)[0], (*values)[1], (*values)[2]};
 }
 
@@ -112,6 +117,15 @@ DType parse_input_dtype(const std::string& text, const char* flag) {
   return *dtype;
 }
 
+void check_int_extents(const std::vector<std::int64_t>& shape, const std::string& what) {
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] > std::numeric_limits<int>::max()) {
+      raise(ErrorCategory::invalid_argument,
+            what + ": dimension " + std::to_string(d) + " is " + std::to_string(shape[d]) + ", more than an int holds");
+    }
+  }
+}
+
 HostTensor load_float_tensor(const std::string& path, const char* flag, int rank, const char* layout) {
   const NpyArray array = read_npy(path);
   const std::string what = std::string(flag) + " (" + path + ")";
@@ -119,17 +133,18 @@ HostTensor load_float_tensor(const std::string& path, const char* flag, int rank
     raise(ErrorCategory::invalid_argument,
           what + ": expected a " + std::to_string(rank) + "-d array " + layout + ", got " + array.describe());
   }
+  check_int_extents(array.shape, what);
   HostTensor tensor;
   tensor.values = array.to_floats(what);
   tensor.shape = array.shape;
   return tensor;
 }
 
-std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* flag) {
+std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* flag, const char* layout) {
   const NpyArray array = read_npy(path);
   const std::string what = std::string(flag) + " (" + path + ")";
   if (array.rank() != 1) {
-    raise(ErrorCategory::invalid_argument, what + ": expected a 1-d array [batch + 1], got " + array.describe());
+    raise(ErrorCategory::invalid_argument, what + ": expected a 1-d array " + layout + ", got " + array.describe());
   }
   std::vector<std::int32_t> cu;
   for (std::int64_t value : array.to_integers(what)) {
@@ -140,6 +155,36 @@ std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* f
     cu.push_back(static_cast<std::int32_t>(value));
   }
   return cu;
+}
+
+namespace {
+
+// Whether two paths name one file, whether or not it exists yet: each made
+// absolute with its links resolved as far as they exist, then compared.
+bool same_file(const std::string& a, const std::string& b) {
+  const auto resolved = [](const std::string& path) {
+    std::error_code error;
+    std::filesystem::path full = std::filesystem::weakly_canonical(path, error);
+    if (error) full = std::filesystem::absolute(path, error).lexically_normal();
+    return full;
+  };
+  return resolved(a) == resolved(b);
+}
+
+}  // namespace
+
+void check_distinct_outputs(const std::vector<std::pair<const char*, std::optional<std::string>>>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) {
+      const std::optional<std::string>& a = outputs[i].second;
+      const std::optional<std::string>& b = outputs[j].second;
+      if (!a || !b) continue;
+      if (*a == *b || same_file(*a, *b)) {
+        raise(ErrorCategory::invalid_argument, std::string(outputs[i].first) + " and " + outputs[j].first +
+                                                   " name the same file (" + *a + "): one would overwrite the other");
+      }
+    }
+  }
 }
 
 void save_float_tensor(const std::string& path, std::vector<std::int64_t> shape, const std::vector<float>& values) {

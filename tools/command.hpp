@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mla/mla.hpp"
@@ -86,11 +87,22 @@ struct HostTensor {
   std::int64_t size(int dim) const { return shape.at(static_cast<std::size_t>(dim)); }
 };
 
-// A float32/float16 array of rank `rank`; `layout` ("[tokens, heads, dqk]")
-// explains the expected shape in messages that name `flag`.
+// Token counts, heads, head dims and block sizes are ints in the library: a
+// wider extent (an empty array may have one) raises Error(invalid_argument)
+// naming `what` and the dimension.
+void check_int_extents(const std::vector<std::int64_t>& shape, const std::string& what);
+// A float32/float16 array of rank `rank`, every extent within an int;
+// `layout` ("[tokens, heads, dqk]") explains the expected shape in messages
+// that name `flag`.
 HostTensor load_float_tensor(const std::string& path, const char* flag, int rank, const char* layout);
-// A 1-d int32/int64 array whose values fit int32 (range checks come later).
-std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* flag);
+// A 1-d int32/int64 array whose values fit int32 (range checks come later);
+// `layout` ("[batch + 1]") explains the expected shape in messages.
+std::vector<std::int32_t> load_cu_seqlens(const std::string& path, const char* flag,
+                                          const char* layout = "[batch + 1]");
+// Raises Error(invalid_argument) when two of the given output flags name the
+// same file (the same path, or two paths of one existing file): the second
+// write would replace the first. Flags not given are skipped.
+void check_distinct_outputs(const std::vector<std::pair<const char*, std::optional<std::string>>>& outputs);
 // Writes a float32 array; `shape` must match values.
 void save_float_tensor(const std::string& path, std::vector<std::int64_t> shape, const std::vector<float>& values);
 

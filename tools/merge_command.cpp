@@ -36,6 +36,7 @@ void check_states(const HostTensor& prefix_out, const HostTensor& prefix_lse, co
 }
 
 int run_merge(const MergeOptions& options) {
+  check_distinct_outputs({{"--out", options.out}, {"--out-lse", options.out_lse}});
   const HostTensor prefix_out = load_float_tensor(options.prefix_out, "--prefix-out", 3, "[tokens, heads, V]");
   const HostTensor prefix_lse = load_float_tensor(options.prefix_lse, "--prefix-lse", 2, "[heads, tokens]");
   const HostTensor suffix_out = load_float_tensor(options.suffix_out, "--suffix-out", 3, "[tokens, heads, V]");

@@ -7,11 +7,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <system_error>
 
 #include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
@@ -308,9 +310,18 @@ NpyArray parse_npy(std::string_view bytes, const std::string& source) {
 }
 
 NpyArray read_npy(const std::string& path) {
+  // A directory opens as a stream on Linux and fails only at the first read,
+  // with an exception that names no path.
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) raise(ErrorCategory::io, "cannot read '" + path + "': a directory");
   std::ifstream file(path, std::ios::binary);
   if (!file) raise(ErrorCategory::io, "cannot open '" + path + "': " + std::strerror(errno));
-  const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  std::string bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& failure) {
+    raise(ErrorCategory::io, "cannot read '" + path + "': " + failure.what());
+  }
   if (file.bad()) raise(ErrorCategory::io, "cannot read '" + path + "'");
   return parse_npy(bytes, path);
 }

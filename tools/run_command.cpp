@@ -60,6 +60,7 @@ void check_shapes(const HostTensor& q, const HostTensor& k, const HostTensor& v)
 int run_attention(const RunOptions& options) {
   // Validate everything the user gave before choosing a backend.
   const DType dtype = parse_dtype_and_scale(options.dtype, options.scale);
+  check_distinct_outputs({{"--out", options.out}, {"--lse", options.lse}});
   const HostTensor q = load_float_tensor(options.q, "--q", 3, "[tokens, heads, dqk]");
   const HostTensor k = load_float_tensor(options.k, "--k", 3, "[tokens, heads, dqk]");
   const HostTensor v = load_float_tensor(options.v, "--v", 3, "[tokens, heads, V]");

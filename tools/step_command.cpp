@@ -28,6 +28,7 @@ std::vector<std::int32_t> load_block_table(const std::string& path, int& max_blo
   const NpyArray array = read_npy(path);
   const std::string what = "--block-table (" + path + ")";
   if (array.rank() != 2) bad(what + ": expected a 2-d array [batch, max_blocks], got " + array.describe());
+  check_int_extents(array.shape, what);
   std::vector<std::int32_t> table;
   for (std::int64_t value : array.to_integers(what)) {
     if (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max()) {
@@ -43,7 +44,8 @@ std::vector<std::int32_t> load_block_table(const std::string& path, int& max_blo
 // --kv-b-proj per head; --dims, when given, must agree.
 MlaDims infer_dims(const StepOptions& options, const HostTensor& q, const HostTensor& k_pe, const HostTensor& w) {
   const std::int64_t heads = q.size(1), rope = k_pe.size(1), dqk = q.size(2);
-  if (heads <= 0 || rope <= 0 || rope >= dqk) {
+  if (heads <= 0) bad("--q has no heads: " + std::to_string(heads) + " in [tokens, heads, P + R]");
+  if (rope <= 0 || rope >= dqk) {
     bad("--k-pe rows have " + std::to_string(rope) + " elements; the rope width must be positive and below q's " +
         std::to_string(dqk));
   }
@@ -64,6 +66,7 @@ OwnedTensor upload_cache(Queue& queue, const StepOptions& options, DType dtype) 
   const NpyArray array = read_npy(options.cache);
   const std::string what = "--cache (" + options.cache + ")";
   if (array.rank() != 3) bad(what + ": expected a 3-d array [blocks, block_size, L + R], got " + array.describe());
+  check_int_extents(array.shape, what);
   const std::int64_t blocks = array.shape[0], size = array.shape[1], width = array.shape[2];
   if (array.type != NpyType::uint8) {
     if (options.cache_scale) bad("--cache-scale is for an fp8 cache (uint8 bytes), but " + what + " holds floats");
@@ -79,6 +82,7 @@ OwnedTensor upload_cache(Queue& queue, const StepOptions& options, DType dtype) 
 
 int run_step(const StepOptions& options) {
   const DType dtype = parse_dtype_and_scale(options.dtype, options.scale);
+  check_distinct_outputs({{"--out", options.out}, {"--lse", options.lse}});
   const HostTensor q = load_float_tensor(options.q, "--q", 3, "[tokens, heads, P + R]");
   const HostTensor kv_c = load_float_tensor(options.kv_c, "--kv-c", 2, "[tokens, L]");
   const HostTensor k_pe = load_float_tensor(options.k_pe, "--k-pe", 2, "[tokens, R]");
@@ -86,7 +90,7 @@ int run_step(const StepOptions& options) {
   const MlaDims dims = infer_dims(options, q, k_pe, w);
   MlaStepMetadata metadata;
   metadata.cu_seqlens_q = load_cu_seqlens(options.cu_seqlens_q, "--cu-seqlens-q");
-  metadata.context_lens = load_cu_seqlens(options.context_lens, "--context-lens");
+  metadata.context_lens = load_cu_seqlens(options.context_lens, "--context-lens", "[batch]");
   metadata.block_table = load_block_table(options.block_table, metadata.max_blocks);
 
   Selector selector = options.selection.make_selector();

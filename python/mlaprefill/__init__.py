@@ -156,10 +156,14 @@ class Backend:
         return self._native.supports_quant_output(key)
 
     def prepare(self, cu_seqlens_q, cu_seqlens_k=None, chunks=(), max_seqlen_q=None, max_seqlen_k=None,
-                causal=True):
+                causal=True, stream=None):
         """Checks and stores a step's metadata: cu_seqlens of the new tokens
         ([B+1], from 0, non-decreasing), of their keys (default: the same),
-        and of each context chunk's keys. Lists, NumPy or PyTorch integers."""
+        and of each context chunk's keys. Lists, NumPy or PyTorch integers.
+        A GPU backend uploads them on `stream` (an int handle, as
+        torch.cuda.current_stream().cuda_stream gives it; None: the backend's
+        own queue): prepared on the stream the runs use, a step reuses the
+        last step's device buffer instead of freeing it (a device-wide sync)."""
         self._native.prepare(
             _tensors.int_list(cu_seqlens_q, "cu_seqlens_q"),
             None if cu_seqlens_k is None else _tensors.int_list(cu_seqlens_k, "cu_seqlens_k"),
@@ -167,6 +171,7 @@ class Backend:
             max_seqlen_q,
             max_seqlen_k,
             causal,
+            stream,
         )
 
     def _scale(self, scale):
@@ -187,7 +192,7 @@ class Backend:
         """Causal varlen attention of the new tokens, softmax of `scale` * q.k
         (default: the backend's scale). Returns out, or (out, lse) with
         return_lse. With `output_scale` (a float, or a one-element float32
-        tensor read when the kernel runs) the output is fp8 e4m3."""
+        tensor, 0-d or 1-d, read when the kernel runs) the output is fp8 e4m3."""
         if lse is not None and not return_lse:
             raise InvalidArgument("lse was given but return_lse is False")
         softmax_scale = self._scale(scale)
@@ -195,7 +200,7 @@ class Backend:
         out, lse = self._outputs(q, out, lse, return_lse, out_dtype)
         a = _tensors.arg
         self._native.run_new_tokens(a(q), a(k), a(v), softmax_scale, return_lse, a(out), None if lse is None else a(lse),
-                                    a(output_scale), _tensors.stream_of(q, out))
+                                    a(_tensors.one_element(output_scale)), _tensors.stream_of(q, out))
         return (out, lse) if return_lse else out
 
     def run_context_chunk(self, index, q, k, v, out=None, lse=None, scale=None):
@@ -210,7 +215,9 @@ class Backend:
     def merge_attn_states(self, prefix_output, prefix_lse, suffix_output, suffix_lse, output=None,
                           output_lse=None, return_lse=False, prefill_tokens_with_context=None, output_scale=None):
         """vLLM's merge_attn_states: joins two partial attentions by their LSE.
-        Returns output, or (output, output_lse) when return_lse or output_lse."""
+        The arguments are in the library's order (vLLM's op takes `output`
+        first): pass them by name when porting a vLLM call. Returns output,
+        or (output, output_lse) when return_lse or output_lse."""
         if output is None:
             n, heads, v_dim = _tensors.require_tensor(prefix_output, "prefix_output").shape
             dtype = "float8_e4m3" if output_scale is not None else _tensors.dtype_name(prefix_output.dtype)
@@ -220,7 +227,7 @@ class Backend:
         a = _tensors.arg
         self._native.merge_attn_states(a(prefix_output), a(prefix_lse), a(suffix_output), a(suffix_lse), a(output),
                                        None if output_lse is None else a(output_lse), prefill_tokens_with_context,
-                                       a(output_scale), _tensors.stream_of(prefix_output, output))
+                                       a(_tensors.one_element(output_scale)), _tensors.stream_of(prefix_output, output))
         return (output, output_lse) if output_lse is not None else output
 
     def workspace_size(self, cu_seqlens_q, cu_seqlens_k=None, chunks=()):
@@ -311,17 +318,22 @@ _merge_backends = {}
 
 def merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, output=None, output_lse=None,
                       return_lse=False, prefill_tokens_with_context=None, output_scale=None, backend=None):
-    """vLLM's merge_attn_states as a function: on `backend`, or on the backend
-    the default Selector picks for prefix_output's dtype and V (kept for
+    """vLLM's merge_attn_states as a function (the library's argument order:
+    the output after the four inputs): on `backend`, or on the backend the
+    default Selector picks for prefix_output's dtype, V and device (kept for
     later calls)."""
     if backend is None:
         dtype = _tensors.dtype_name(_tensors.require_tensor(prefix_output, "prefix_output").dtype)
         heads, v_dim = prefix_output.shape[1], prefix_output.shape[2]
-        key = (dtype, heads, v_dim)
+        gpu = _tensors.is_torch(prefix_output) and prefix_output.device.type == "cuda"
+        device = (prefix_output.device.index or 0) if gpu else 0
+        key = (dtype, heads, v_dim, gpu, device)
         if key not in _merge_backends:
             selector = Selector()
             dims = (DEEPSEEK_DIMS[0], DEEPSEEK_DIMS[1], v_dim)
-            _merge_backends[key] = selector.create(selector.select(dtype, dims), heads, 1.0)
+            # Host tensors on a GPU machine get a host backend: select for the host.
+            selection = selector.select(dtype, dims, platform=None if gpu else "host")
+            _merge_backends[key] = selector.create(selection, heads, 1.0, device=device)
         backend = _merge_backends[key]
     return backend.merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, output, output_lse,
                                      return_lse, prefill_tokens_with_context, output_scale)
@@ -336,7 +348,14 @@ def _load_torch_ops():
     path = os.path.join(os.path.dirname(__file__), "_torch_ops.so")
     if not os.path.exists(path):
         return False
-    _tensors.torch.ops.load_library(path)
+    try:
+        _tensors.torch.ops.load_library(path)
+    except OSError as error:  # built against another torch: the rest of the package still works
+        import warnings
+
+        warnings.warn(f"mlaprefill: torch.ops.mlaprefill not loaded ({error}); was the package built against "
+                      f"torch {_tensors.torch.__version__}?", RuntimeWarning, stacklevel=2)
+        return False
     return True
 
 

@@ -16,33 +16,49 @@ class Error(Exception):
 class InvalidArgument(Error, ValueError):
     """Shapes, dtypes, strides, devices or values passed in are wrong."""
 
+    category = "invalid_argument"
+
 
 class ConfigError(InvalidArgument):
     """The YAML or environment configuration is wrong."""
+
+    category = "config"
 
 
 class NotFound(Error, LookupError):
     """A name (backend, factory, file, symbol) does not exist."""
 
+    category = "not_found"
+
 
 class NotSupported(Error, RuntimeError):
     """A valid request this build or device cannot serve."""
+
+    category = "not_supported"
 
 
 class SelectionError(InvalidArgument):
     """The selector refused the chosen backend or found none valid."""
 
+    category = "selection"
+
 
 class DeviceError(Error, RuntimeError):
     """A GPU runtime call failed."""
+
+    category = "device"
 
 
 class IoError(Error, OSError):
     """Reading or writing a file failed."""
 
+    category = "io"
+
 
 class PluginError(Error, ImportError):
     """Loading or registering a plugin failed."""
+
+    category = "plugin"
 
 
 class InternalError(Error, RuntimeError):

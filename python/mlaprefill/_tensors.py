@@ -96,11 +96,34 @@ def arg(tensor):
 
 def stream_of(*tensors):
     """The PyTorch stream a GPU tensor's work belongs on (its current stream,
-    as an int handle), or None for host tensors."""
+    as an int handle), or None for host tensors. On CUDA the default stream's
+    handle 0 becomes 1: DLPack refuses 0 there and names the legacy default
+    stream 1, which is also CUDA's own handle for it (cudaStreamLegacy)."""
     for tensor in tensors:
         if is_torch(tensor) and tensor.device.type == "cuda":
-            return torch.cuda.current_stream(tensor.device).cuda_stream
+            handle = torch.cuda.current_stream(tensor.device).cuda_stream
+            if handle == 0 and getattr(torch.version, "hip", None) is None:
+                return 1
+            return handle
     return None
+
+
+def current_stream():
+    """PyTorch's current CUDA stream of the current device as stream_of gives
+    it, or None without CUDA: where an engine's next kernels go."""
+    if torch is None or not torch.cuda.is_available():
+        return None
+    handle = torch.cuda.current_stream().cuda_stream
+    return 1 if handle == 0 and getattr(torch.version, "hip", None) is None else handle
+
+
+def one_element(scale):
+    """A 0-d scale tensor (vLLM's static per-tensor scale is one) as 1-d:
+    DLPack views of rank 0 are refused. Floats and other tensors pass as
+    they are."""
+    if scale is not None and not isinstance(scale, (int, float)) and getattr(scale, "ndim", None) == 0:
+        return scale.reshape(1)
+    return scale
 
 
 def int_list(values, what):

@@ -86,7 +86,10 @@ def _quant_key_name(quant_key):
     dtype = getattr(quant_key, "dtype", None)
     scale = getattr(quant_key, "scale", None)
     group_shape = getattr(scale, "group_shape", None)
-    if ("float8_e4m3" in str(dtype) and bool(getattr(scale, "static", False)) and group_shape is not None
+    # float8_e4m3fn only: float8_e4m3fnuz (vLLM's fp8 on MI300) has another
+    # exponent bias and NaN encoding, and the library writes OCP e4m3fn.
+    # (Compared by name: a torch without float8 types has no attribute to compare with.)
+    if (str(dtype) == "torch.float8_e4m3fn" and bool(getattr(scale, "static", False)) and group_shape is not None
             and tuple(group_shape) == (-1, -1)):
         return "fp8_e4m3_static_per_tensor"
     return None
@@ -185,8 +188,11 @@ class _Adapter:
             dims = (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim)
             selector = _shared_selector()
             selection = selector.select(name, dims)
+            # On the worker's own GPU: vLLM runs local rank r on cuda:r.
+            device = torch.cuda.current_device() if torch.cuda.is_available() else 0
             self._backends[name] = tuple(
-                selector.create(selection, self.num_heads, scale=self.scale, kv_lora_rank=self.kv_lora_rank)
+                selector.create(selection, self.num_heads, scale=self.scale, kv_lora_rank=self.kv_lora_rank,
+                                device=device)
                 for _ in range(2))
         return self._backends[name]
 
@@ -222,8 +228,11 @@ class _Adapter:
         else:  # older vLLM, without host query lengths
             cu_q = _tensors.int_list(prefill_metadata.query_start_loc, "query_start_loc")
             query_lens = [b - a for a, b in zip(cu_q, cu_q[1:])]
+        # On the stream the runs will use, so that the next step reuses the
+        # device buffer of this one (no free, no device-wide sync).
+        stream = _tensors.current_stream()
         for new, _ in self._backends.values():
-            new.prepare(cu_q)
+            new.prepare(cu_q, stream=stream)
         self._prepare_chunks(getattr(prefill_metadata, "chunked_context", None), cu_q, query_lens)
 
     def run_prefill_new_tokens(self, q, k, v, return_softmax_lse, out=None, output_scale=None):
@@ -240,7 +249,7 @@ class _Adapter:
         releases without this hook never call it."""
         _, chunk = self._pair(q)
         chunk.prepare(_tensors.int_list(cu_seqlens_q, "cu_seqlens_q"),
-                      cu_seqlens_k=_tensors.int_list(cu_seqlens_k, "cu_seqlens_k"))
+                      cu_seqlens_k=_tensors.int_list(cu_seqlens_k, "cu_seqlens_k"), stream=_tensors.stream_of(q))
         return chunk.run_new_tokens(q, k, v, return_lse=return_softmax_lse, out=out)
 
 
@@ -265,7 +274,7 @@ class _ContextChunks:
         except KeyError:
             raise mlaprefill.InvalidArgument(
                 f"context chunk {chunk.index} is not one of this step's ({sorted(self._step)})") from None
-        backend.prepare(cu_q, chunks=[cu_k])
+        backend.prepare(cu_q, chunks=[cu_k], stream=_tensors.stream_of(q))
         return backend.run_context_chunk(0, q, k, v, out=out)
 
 
@@ -282,9 +291,11 @@ class _ChunkIndices:
             rows = getattr(chunked_context, "cu_seq_lens_cpu", None)
             if rows is None:  # that vLLM keeps them on the device only: one copy per step
                 rows = chunked_context.cu_seq_lens
+                rows = rows.cpu() if hasattr(rows, "cpu") else rows
             rows = [_tensors.int_list(rows[i], f"chunked_context.cu_seq_lens[{i}]") for i in range(len(rows))]
+        stream = _tensors.current_stream()
         for _, chunk in self._backends.values():
-            chunk.prepare(cu_q, chunks=rows)
+            chunk.prepare(cu_q, chunks=rows, stream=stream)
         self._step = rows
 
     def run_prefill_context_chunk(self, chunk_idx, q, k, v):

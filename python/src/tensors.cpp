@@ -3,6 +3,7 @@
 #include <dlpack/dlpack.h>
 
 #include <string>
+#include <utility>
 
 #include "mla/error.hpp"
 
@@ -75,7 +76,14 @@ py::object capsule_of(py::handle object, const char* what, py::handle stream) {
                                                "array or a PyTorch tensor), got " + type_name(object));
   }
   py::object export_tensor = object.attr("__dlpack__");
-  return stream.is_none() ? export_tensor() : export_tensor(py::arg("stream") = stream);
+  if (stream.is_none()) return export_tensor();
+  // A stream means something only to a GPU array; a host one (NumPy, a CPU
+  // tensor) refuses it, and is then refused below with the library's message.
+  if (py::hasattr(object, "__dlpack_device__")) {
+    const auto device = object.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+    if (device.first == kDLCPU) return export_tensor();
+  }
+  return export_tensor(py::arg("stream") = stream);
 }
 
 }  // namespace

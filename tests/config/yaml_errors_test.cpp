@@ -48,6 +48,18 @@ TEST(YamlErrors, DuplicateKeys) {
   expect_config_error("backend: auto\nbackend: KOKKOS\n", {"bad.yaml:2:1: duplicate key 'backend'"});
 }
 
+// A second document would otherwise be dropped without a word.
+TEST(YamlErrors, MoreThanOneDocument) {
+  expect_config_error("backend: REFERENCE\n---\nbackend: KOKKOS\n",
+                      {"bad.yaml:", "the file holds 2 YAML documents (separated by ---)"});
+  // One document with an explicit start, and an empty file, are fine.
+  EXPECT_EQ(Config::parse_yaml("---\nbackend: KOKKOS\n", "one.yaml", Config::builtin_defaults()).backend, "KOKKOS");
+  EXPECT_EQ(Config::parse_yaml("", "empty.yaml", Config::builtin_defaults()).backend,
+            Config::builtin_defaults().backend);
+  EXPECT_EQ(Config::parse_yaml("# only a comment\n", "comment.yaml", Config::builtin_defaults()).backend,
+            Config::builtin_defaults().backend);
+}
+
 TEST(YamlErrors, WrongTypes) {
   expect_config_error("backend: [REFERENCE]\n", {"bad.yaml:1:10: 'backend' must be a scalar, got a sequence"});
   expect_config_error("backend:\n", {"'backend' must be a scalar, got an empty value"});

@@ -187,8 +187,11 @@ def test_fp8_output_with_host_and_tensor_scales(rng, name):
     exact = backend.run_new_tokens(q, k, v, return_lse=False)
     host = backend.run_new_tokens(q, k, v, return_lse=False, output_scale=0.5)
     device = backend.run_new_tokens(q, k, v, return_lse=False, output_scale=torch.tensor([0.5]))
+    # vLLM's static scale is 0-d (input_scale.max()): taken as one element.
+    zero_d = backend.run_new_tokens(q, k, v, return_lse=False, output_scale=torch.tensor(0.5))
     assert host.dtype == getattr(torch, "float8_e4m3fn", torch.uint8)
     assert torch.equal(host.view(torch.uint8), device.view(torch.uint8))
+    assert torch.equal(host.view(torch.uint8), zero_d.view(torch.uint8))
     # The bytes decode to out / scale within fp8 e4m3's 3-bit mantissa.
     decoded = fp8_e4m3_to_float(host.view(torch.uint8).numpy())
     expected = exact.numpy() / 0.5
@@ -213,3 +216,20 @@ def test_requires_grad_tensors_are_read_without_copies(rng):
     out, lse = backend.run_new_tokens(q, k, v)
     expected_out, expected_lse = attention(q.detach(), k, v, cu, cu, backend.scale, causal=True)
     assert_close(out, lse, expected_out, expected_lse, "float32")
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_a_stream_handle_with_host_arrays_is_not_passed_to_them(rng, library):
+    """A stream handle means something to GPU arrays only: host arrays are
+    exported without it (NumPy refuses any stream), and a host queue ignores
+    it, so prepare and run with a handle give the same bits as without."""
+    backend = make_backend("REFERENCE")
+    cu = lengths_to_cu([4, 3])
+    q, k = random_tensor(rng, (7, 4, DQK), library), random_tensor(rng, (7, 4, DQK), library)
+    v = random_tensor(rng, (7, 4, V), library)
+    backend.prepare(cu)
+    expected, expected_lse = backend.run_new_tokens(q, k, v)
+    backend.prepare(cu, stream=12345)
+    out, lse = np.full((7, 4, V), np.nan, np.float32), np.full((4, 7), np.nan, np.float32)
+    backend._native.run_new_tokens(q, k, v, backend.scale, True, out, lse, None, 12345)
+    assert np.array_equal(out, np.asarray(expected)) and np.array_equal(lse, np.asarray(expected_lse))

@@ -127,3 +127,14 @@ def test_the_context_planner_from_python():
     assert chunks[1]["starts"] == [32, 0, 32, 5] and chunks[0]["chunk_size"] == 32
     with pytest.raises(mlaprefill.InvalidArgument, match="cannot hold one block"):
         mlaprefill.plan_context_chunks([4], workspace_tokens=8, block_size=16)
+
+
+def test_errors_raised_in_python_carry_their_category():
+    """The package's own Python code raises these classes too: their category
+    must be theirs, as for errors coming from the C++ library."""
+    assert mlaprefill.InvalidArgument("x").category == "invalid_argument"
+    assert mlaprefill.NotSupported("x").category == "not_supported"
+    backend = mlaprefill.Selector().create(mlaprefill.Selector().select("float32", backend="REFERENCE"), 2)
+    with pytest.raises(mlaprefill.InvalidArgument) as caught:
+        backend.run_new_tokens(None, None, None)  # no scale anywhere: raised by the Python layer
+    assert caught.value.category == "invalid_argument"

@@ -124,6 +124,25 @@ TEST_F(ToolBadInput, ZeroHeads) {
                {"heads, dqk and V must be positive"});
 }
 
+// Two outputs in one file: the second write would replace the first.
+TEST_F(ToolBadInput, OutputsNamingOneFile) {
+  expect_error(run({{"--out", path("same.npy")}}, {"--lse", path("same.npy")}), {"--out and --lse name the same file"});
+  expect_error(run({{"--out", path("same.npy")}}, {"--lse", path("./same.npy")}),
+               {"--out and --lse name the same file"});
+  expect_error(merge({{"--out", path("m.npy")}, {"--out-lse", path("m.npy")}}),
+               {"--out and --out-lse name the same file"});
+}
+
+// A directory where a file is due: status 2, the path named.
+TEST_F(ToolBadInput, DirectoryAsInput) { expect_error(run({{"--q", path("")}}), {"cannot read '", "': a directory"}); }
+
+// An empty array may carry an extent an int cannot hold: refused, named as it is.
+TEST_F(ToolBadInput, ExtentsBeyondAnInt) {
+  const std::string wide =
+      raw_npy("wide.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967298, 6), }", 0);
+  expect_error(run({{"--q", wide}}), {"--q (", "dimension 1 is 4294967298, more than an int holds"});
+}
+
 TEST_F(ToolBadInput, CuSeqlensNotMonotone) {
   write_integers(path("bad_cu.npy"), {0, 5, 3, 7});
   expect_error(run({{"--cu-seqlens-q", path("bad_cu.npy")}}),

@@ -89,7 +89,10 @@ struct MlaStepInputs {
   TensorView k_pe;
   TensorView cache;          // the plan's dtype, or float8_e4m3 bytes dequantised by cache_scale
   float cache_scale = 1.0f;  // fp8 cache: value = decoded byte * cache_scale
-  TensorView kv_b_proj;      // any float dtype
+  // float32, float16, bfloat16, or float8_e4m3 bytes taken at their decoded
+  // values with no scale: a block-scaled fp8 checkpoint's kv_b_proj must be
+  // dequantised (times its scales) before it comes here.
+  TensorView kv_b_proj;
 };
 
 struct MlaStepOutputs {

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -73,7 +74,15 @@ ConfigNode convert(const YAML::Node& node, const std::string& file_name, int dep
 ConfigNode parse_yaml_tree(const std::string& text, const std::string& file_name) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    // LoadAll: YAML::Load would keep the first document of a stream and drop
+    // the rest without a word.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      config_error(origin_of(documents[1].Mark(), file_name),
+                   "the file holds " + std::to_string(documents.size()) +
+                       " YAML documents (separated by ---); a configuration is one document");
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& error) {
     config_error(origin_of(error.mark, file_name), "YAML syntax error: " + error.msg);
   }

@@ -67,6 +67,10 @@ void check_backend(const MlaStepPlan& plan, const BackendParams& backend) {
 }  // namespace
 
 BlockTableEntry check_step_metadata(const MlaStepMetadata& metadata, int block_size) {
+  // Called when the step is planned: the messages name that call.
+  const auto bad = [](const std::string& message) {
+    raise(ErrorCategory::invalid_argument, "plan_mla_prefill: " + message);
+  };
   if (block_size < 1) bad("block_size must be at least 1, got " + std::to_string(block_size));
   check_cu_seqlens(metadata.cu_seqlens_q, "cu_seqlens_q");
   const std::size_t batch = metadata.context_lens.size();

@@ -40,7 +40,8 @@ void check_latent_gather(const Queue& queue, const LatentGather& gather, const T
                          bool compute_dtype_latents = false);
 
 // Checks a projection: `latents` [T, L] float32 (or k's bfloat16 or float16,
-// as above), `kv_b_proj` [H*(P+V), L] of any float dtype, `k` [T, H, P+R]
+// as above), `kv_b_proj` [H*(P+V), L] of any float dtype (float8_e4m3 at its
+// decoded values, no scale; see MlaStepInputs), `k` [T, H, P+R]
 // and `v` [T, H, V] in one dtype, with P taken as kv_b_proj's rows per head
 // minus V and R as the rest of k's width.
 void check_latent_projection(const Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
