@@ -1,5 +1,7 @@
 // Every way a plugin load can fail says which file and why, and leaves the
 // registries, the factories and the list of loaded plugins as they were.
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -107,6 +109,13 @@ TEST_F(PluginErrors, RegisterFunctionFails) {
   EXPECT_FALSE(find_named_factory("REGISTER_ERROR_FACTORY").has_value());
 }
 
+TEST_F(PluginErrors, AnExceptionOutOfRegisterFailsTheLoad) {
+  const std::string path = MLA_TEST_PLUGIN_REGISTER_THROWS;
+  expect_failed_load(
+      path, {"Cannot load plugin '" + canonical(path) + "'", "mla_plugin_register threw: the plugin's own exception"});
+  EXPECT_FALSE(find_named_factory("REGISTER_THROWS_FACTORY").has_value());
+}
+
 TEST_F(PluginErrors, RefusedRegistrationFailsTheLoadEvenIfThePluginIgnoresIt) {
   const std::string path = MLA_TEST_PLUGIN_BAD_DESCRIPTION;
   expect_failed_load(path, {"Cannot load plugin '" + canonical(path) + "'",
@@ -162,6 +171,13 @@ TEST_F(PluginErrors, FailingOperationsNamePluginBackendAndCall) {
   params.num_heads = 3;
   std::string message = error_of([&] { entry->factory(params); }, ErrorCategory::plugin);
   EXPECT_EQ(message, prefix + "create failed: refusing 3 heads");
+  // That create had set its instance before failing: the library destroyed it.
+  void* handle = dlopen(canonical(path).c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr) << "the plugin is loaded";
+  const auto* destroyed = static_cast<const int*>(dlsym(handle, "mla_test_plugin_destroyed"));
+  ASSERT_NE(destroyed, nullptr);
+  EXPECT_EQ(*destroyed, 1);
+  dlclose(handle);
 
   params.num_heads = 2;
   const std::unique_ptr<PrefillBackend> backend = entry->factory(params);

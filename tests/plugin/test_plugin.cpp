@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 #include "mla/plugin/abi.h"
 
@@ -17,13 +18,31 @@ namespace {
   return 1;
 }
 
+// A create that fails after setting its instance (num_heads 3) leaves it
+// for the library to destroy; the tests read the count through dlsym.
+int half_built = 0;
+
+}  // namespace
+
+// (A block, not MLA_PLUGIN_EXPORT: `extern "C" int x = 0;` warns.)
+extern "C" {
+__attribute__((visibility("default"))) int mla_test_plugin_destroyed = 0;
+}
+
+namespace {
+
 int create(void*, const mla_plugin_params* params, void** instance, char* message, std::size_t message_size) {
-  if (params->num_heads == 3) return fail(message, message_size, "refusing %d heads", params->num_heads);
+  if (params->num_heads == 3) {
+    *instance = &half_built;
+    return fail(message, message_size, "refusing %d heads", params->num_heads);
+  }
   *instance = nullptr;  // stateless
   return 0;
 }
 
-void destroy(void*, void*) {}
+void destroy(void*, void* instance) {
+  if (instance == &half_built) ++mla_test_plugin_destroyed;
+}
 
 int run_new_tokens(void*, const mla_plugin_queue*, const mla_plugin_attention_args* args, char* message,
                    std::size_t message_size) {
@@ -95,6 +114,14 @@ MLA_PLUGIN_EXPORT int mla_plugin_register(const mla_plugin_host* host, char* mes
   const mla_plugin_backend backend = failing_backend("REGISTER_ERROR_TEST");
   host->register_named_factory(host->context, "REGISTER_ERROR_FACTORY", &backend, MLA_PLUGIN_REGISTER_ADD);
   return fail(message, message_size, "the device library is too old");
+#elif defined(MLA_TEST_PLUGIN_REGISTER_THROWS)
+  // A C++ plugin that lets an exception out through the C ABI, after staging
+  // a factory: the load fails with the exception's text and commits nothing.
+  const mla_plugin_backend backend = failing_backend("REGISTER_THROWS_TEST");
+  host->register_named_factory(host->context, "REGISTER_THROWS_FACTORY", &backend, MLA_PLUGIN_REGISTER_ADD);
+  (void)message;
+  (void)message_size;
+  throw std::runtime_error("the plugin's own exception");
 #elif defined(MLA_TEST_PLUGIN_BAD_DESCRIPTION)
   // The second registration lacks an operation; the plugin ignores the
   // refusal and reports success, which must not make the load succeed.

@@ -155,7 +155,14 @@ class PluginBackend final : public PrefillBackend {
     c.dims = {params.dims.qk_nope_head_dim, params.dims.qk_rope_head_dim, params.dims.v_head_dim};
     c.dtype = c_dtype(params.dtype);
     Message message;
-    check(spec_->ops.create(spec_->user_data, &c, &instance_, message.data(), message.size()), "create", message);
+    const int status = spec_->ops.create(spec_->user_data, &c, &instance_, message.data(), message.size());
+    if (status != 0 && instance_ != nullptr) {
+      // A failed create that set an instance: freed here, as abi.h says (the
+      // destructor does not run for a constructor that throws).
+      spec_->ops.destroy(spec_->user_data, instance_);
+      instance_ = nullptr;
+    }
+    check(status, "create", message);
   }
 
   ~PluginBackend() override { spec_->ops.destroy(spec_->user_data, instance_); }

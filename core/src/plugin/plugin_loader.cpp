@@ -215,10 +215,13 @@ void commit(const PluginTable& table, const Staging& staging) {
   }
 }
 
-// A dlopen handle that closes itself unless the load succeeds.
+// A dlopen handle that closes itself unless the load succeeds. The code is
+// never unmapped (RTLD_NODELETE), even when the load fails: by then the
+// plugin's constructors may have registered factories with libmla directly,
+// or thrown exceptions whose type information lives in the plugin.
 class Library {
  public:
-  explicit Library(const std::string& path) : handle_(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+  explicit Library(const std::string& path) : handle_(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) {
     if (handle_ == nullptr) {
       const char* reason = dlerror();
       load_error(path, std::string("not a loadable shared library: ") + (reason != nullptr ? reason : "unknown error"));
@@ -304,7 +307,15 @@ void load_plugin(const std::string& requested) {
   if (ec) load_error(expanded, ec.message());
 
   PluginTable& table = plugin_table();
+  // A plugin whose constructors or registration load a plugin (or configure)
+  // would lock the table's mutex a second time on this thread.
+  static thread_local bool loading = false;
+  if (loading) load_error(path, "a plugin loaded a plugin while being loaded itself; list both in the configuration");
   std::lock_guard lock(table.mutex);
+  loading = true;
+  struct Reset {
+    ~Reset() { loading = false; }
+  } reset;
   const auto same_path = [&](const LoadedPlugin& plugin) { return plugin.path == path; };
   if (std::any_of(table.loaded.begin(), table.loaded.end(), same_path)) {
     log(LogLevel::debug, "Plugin '" + path + "' is already loaded.");
@@ -325,7 +336,14 @@ void load_plugin(const std::string& requested) {
   const mla_plugin_host host{MLA_PLUGIN_ABI_VERSION, staging.path.c_str(), &staging, register_backend_callback,
                              register_named_factory_callback};
   std::array<char, 1024> message{};
-  const int status = register_plugin(&host, message.data(), message.size());
+  int status = 0;
+  try {
+    status = register_plugin(&host, message.data(), message.size());
+  } catch (const std::exception& error) {  // a C++ plugin that let an exception out of the C ABI
+    load_error(path, std::string(MLA_PLUGIN_REGISTER_SYMBOL) + " threw: " + error.what());
+  } catch (...) {
+    load_error(path, std::string(MLA_PLUGIN_REGISTER_SYMBOL) + " threw an exception that is not a std::exception");
+  }
   message.back() = '\0';
   if (staging.error) load_error(path, *staging.error);
   if (status != 0) {

@@ -29,10 +29,13 @@
  *   message_size bytes (snprintf(message, message_size, ...)). The library
  *   turns it into mla::Error(plugin) naming the plugin file and the call.
  * - Tensors arrive already checked against the contract of mla/backend.hpp
- *   (shapes, dtypes, memory the queue can reach); outputs are always
- *   allocated by the library. All indices are 64-bit element offsets.
+ *   (shapes, dtypes, memory the queue can reach). Outputs are the library's
+ *   allocations or the caller's views, which may be strided: honour every
+ *   stride of every tensor. All indices are 64-bit element offsets.
  * - Calls into one backend instance are not concurrent; different instances
- *   may be used from different threads.
+ *   may be used from different threads. availability, supports_capability,
+ *   create and destroy may run on several threads at once with the same
+ *   user_data: they must be thread-safe.
  *
  * Any change to a struct, enum value or signature below increments
  * MLA_PLUGIN_ABI_VERSION.
@@ -189,7 +192,8 @@ typedef struct mla_plugin_merge_args {
 /* The operations of one backend. `instance` is what create() returned. */
 typedef struct mla_plugin_backend_ops {
   /* Required. Builds an instance for `params`; may set *instance to NULL
-   * when the backend keeps no state. */
+   * when the backend keeps no state. When it fails after setting *instance,
+   * the library passes that instance to destroy. */
   int (*create)(void* user_data, const mla_plugin_params* params, void** instance, char* message, size_t message_size);
   /* Required. Frees an instance (also called with NULL instances). */
   void (*destroy)(void* user_data, void* instance);
@@ -242,7 +246,9 @@ typedef struct mla_plugin_host {
   void* context;
   /* Binds `backend` to registry member `member` ("CUSTOM", "KOKKOS", ...).
    * `mode` is enum mla_plugin_register_mode: ADD fails the load when the
-   * member is already registered; overriding one on purpose needs REPLACE. */
+   * member already has an override (CUSTOM registered, or a member bound by
+   * another plugin or YAML); a built-in member without one (e.g. KOKKOS) is
+   * taken over by ADD too. Overriding an override on purpose needs REPLACE. */
   int (*register_backend)(void* context, const char* member, const mla_plugin_backend* backend, int32_t mode);
   /* Makes `backend` available under `factory_name` to YAML `overrides:`
    * (e.g. overrides: {KOKKOS: MY_FLASH}). Built-in names are refused. */
