@@ -116,6 +116,13 @@ TEST_F(PluginErrors, AnExceptionOutOfRegisterFailsTheLoad) {
   EXPECT_FALSE(find_named_factory("REGISTER_THROWS_FACTORY").has_value());
 }
 
+TEST_F(PluginErrors, APluginLoadingAPluginDuringItsOwnLoadIsRefused) {
+  const std::string path = MLA_TEST_PLUGIN_REENTRANT;
+  expect_failed_load(path, {"Cannot load plugin '" + canonical(path) + "'",
+                            "mla_plugin_register threw: ", "a plugin loaded a plugin while being loaded itself"});
+  EXPECT_FALSE(find_named_factory("REENTRANT_FACTORY").has_value());
+}
+
 TEST_F(PluginErrors, RefusedRegistrationFailsTheLoadEvenIfThePluginIgnoresIt) {
   const std::string path = MLA_TEST_PLUGIN_BAD_DESCRIPTION;
   expect_failed_load(path, {"Cannot load plugin '" + canonical(path) + "'",

@@ -7,6 +7,9 @@
 #include <stdexcept>
 
 #include "mla/plugin/abi.h"
+#if defined(MLA_TEST_PLUGIN_REENTRANT)
+#include "mla/selector.hpp"  // load_plugin
+#endif
 
 namespace {
 
@@ -122,6 +125,14 @@ MLA_PLUGIN_EXPORT int mla_plugin_register(const mla_plugin_host* host, char* mes
   (void)message;
   (void)message_size;
   throw std::runtime_error("the plugin's own exception");
+#elif defined(MLA_TEST_PLUGIN_REENTRANT)
+  // Loads another plugin while being loaded (a C++ plugin linking libmla):
+  // the loader must refuse, not deadlock on its own mutex.
+  (void)message;
+  (void)message_size;
+  mla::load_plugin(MLA_TEST_PLUGIN_EMPTY_PATH);
+  const mla_plugin_backend backend = failing_backend("REENTRANT_TEST");
+  return host->register_named_factory(host->context, "REENTRANT_FACTORY", &backend, MLA_PLUGIN_REGISTER_ADD);
 #elif defined(MLA_TEST_PLUGIN_BAD_DESCRIPTION)
   // The second registration lacks an operation; the plugin ignores the
   // refusal and reports success, which must not make the load succeed.
