@@ -51,8 +51,11 @@ TEST(YamlErrors, DuplicateKeys) {
 // A second document would otherwise be dropped without a word.
 TEST(YamlErrors, MoreThanOneDocument) {
   expect_config_error("backend: REFERENCE\n---\nbackend: KOKKOS\n",
-                      {"bad.yaml:", "the file holds 2 YAML documents (separated by ---)"});
-  // One document with an explicit start, and an empty file, are fine.
+                      {"bad.yaml:2:1:", "the file holds more than one YAML document (separated by ---)"});
+  // One document with an explicit start, a trailing empty document, and an
+  // empty file are fine.
+  EXPECT_EQ(Config::parse_yaml("backend: KOKKOS\n---\n", "trailing.yaml", Config::builtin_defaults()).backend,
+            "KOKKOS");
   EXPECT_EQ(Config::parse_yaml("---\nbackend: KOKKOS\n", "one.yaml", Config::builtin_defaults()).backend, "KOKKOS");
   EXPECT_EQ(Config::parse_yaml("", "empty.yaml", Config::builtin_defaults()).backend,
             Config::builtin_defaults().backend);

@@ -1,10 +1,12 @@
 // YAML text -> neutral configuration tree. The only file of the library that
 // includes yaml-cpp, so the parser can change without touching anything else.
 #include <cstddef>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
-#include <vector>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "config/config_tree.hpp"
@@ -69,20 +71,49 @@ ConfigNode convert(const YAML::Node& node, const std::string& file_name, int dep
   return out;
 }
 
+// Where a second YAML document with content starts, if `text` has one. Read
+// as parser events, at most two documents' worth: no tree is built for it,
+// and yaml-cpp's LoadAll, which would build them all, can keep appending
+// documents to some inputs until memory runs out.
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  struct Finder final : YAML::EventHandler {
+    YAML::Mark start;
+    bool content = false;
+    void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content = true; }
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {
+      content = true;
+    }
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      content = true;
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      content = true;
+    }
+    void OnMapEnd() override {}
+  };
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  Finder first, second;
+  if (!parser.HandleNextDocument(first) || !parser.HandleNextDocument(second) || !second.content) return std::nullopt;
+  return second.start;
+}
+
 }  // namespace
 
 ConfigNode parse_yaml_tree(const std::string& text, const std::string& file_name) {
   YAML::Node root;
   try {
-    // LoadAll: YAML::Load would keep the first document of a stream and drop
-    // the rest without a word.
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
-      config_error(origin_of(documents[1].Mark(), file_name),
-                   "the file holds " + std::to_string(documents.size()) +
-                       " YAML documents (separated by ---); a configuration is one document");
+    root = YAML::Load(text);
+    // YAML::Load keeps the first document of a stream and drops the rest
+    // without a word: a second one with content is refused.
+    if (const std::optional<YAML::Mark> second = second_document(text)) {
+      config_error(origin_of(*second, file_name),
+                   "the file holds more than one YAML document (separated by ---); a configuration is one document");
     }
-    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& error) {
     config_error(origin_of(error.mark, file_name), "YAML syntax error: " + error.msg);
   }
