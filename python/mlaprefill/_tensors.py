@@ -101,10 +101,7 @@ def stream_of(*tensors):
     stream 1, which is also CUDA's own handle for it (cudaStreamLegacy)."""
     for tensor in tensors:
         if is_torch(tensor) and tensor.device.type == "cuda":
-            handle = torch.cuda.current_stream(tensor.device).cuda_stream
-            if handle == 0 and getattr(torch.version, "hip", None) is None:
-                return 1
-            return handle
+            return _dlpack_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
     return None
 
 
@@ -113,7 +110,12 @@ def current_stream():
     it, or None without CUDA: where an engine's next kernels go."""
     if torch is None or not torch.cuda.is_available():
         return None
-    handle = torch.cuda.current_stream().cuda_stream
+    return _dlpack_stream(torch.cuda.current_stream().cuda_stream)
+
+
+def _dlpack_stream(handle):
+    """A CUDA stream handle as DLPack takes it: 0 (the legacy default stream)
+    becomes 1; ROCm keeps 0."""
     return 1 if handle == 0 and getattr(torch.version, "hip", None) is None else handle
 
 

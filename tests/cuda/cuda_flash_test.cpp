@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <random>
 #include <string>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "builtin_entries.hpp"
+#include "config/scoped_env.hpp"
 #include "cuda/hopper_capability.hpp"
 #include "gpu_test_support.hpp"
 #include "mla/config.hpp"
@@ -57,36 +57,6 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(dtype_name(info.param.dtype)) + "_" + std::to_string(info.param.dims.qk_head_dim()) + "_" +
          std::to_string(info.param.dims.v_head_dim);
 }
-
-// Environment variable `name` set to `value` (null: unset) for the life of
-// the object; then as it was before.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* before = std::getenv(name);
-    had_ = before != nullptr;
-    if (had_) before_ = before;
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_, before_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string before_;
-};
 
 class CudaFlashTest : public ::testing::TestWithParam<Case> {
  protected:
@@ -222,7 +192,7 @@ TEST_P(CudaFlashTest, TmaStoreEpilogueGivesTheRegisterEpiloguesBits) {
   TestTensor v = tensor(nk, params_.dims.v_head_dim);
   backend_->prepare(queue_, metadata);
   const auto run = [&](const char* tma_store) {
-    const ScopedEnv epilogue("MLA_HOPPER_TMA_STORE", tma_store);
+    const test::ScopedEnv epilogue("MLA_HOPPER_TMA_STORE", std::string(tma_store));
     const AttentionResult result =
         backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true);
     return std::make_pair(download(queue_, result.out), download(queue_, result.lse));
@@ -368,7 +338,7 @@ TEST_P(CudaFlashTest, SplitKvStepMatchesReferenceAndRepeatsBitwise) {
 #endif
   for (const char* mode : modes) {
     SCOPED_TRACE(mode == nullptr ? "heuristic" : std::string("MLA_KV_SPLITS=") + mode);
-    const ScopedEnv splits("MLA_KV_SPLITS", mode);
+    const test::ScopedEnv splits("MLA_KV_SPLITS", mode == nullptr ? std::nullopt : std::optional<std::string>(mode));
     // The choice reaches the library's log at debug level.
     std::vector<std::string> lines;
     auto first = [&] {

@@ -43,14 +43,6 @@ struct OperandSpec {
   const char* dim_name;  // "qk_head_dim", "v_head_dim"
 };
 
-void check_has_data(const TensorView& view, const char* what) {
-  if (view.data == nullptr && view.numel() > 0) bad_argument(std::string(what) + " has no data: " + view.describe());
-  for (int i = 0; i < view.rank; ++i) {
-    if (view.stride[static_cast<std::size_t>(i)] < 0)
-      bad_argument(std::string(what) + " has a negative stride: " + view.describe());
-  }
-}
-
 void check_operand(const TensorView& view, const OperandSpec& spec) {
   const std::string what = spec.what;
   if (view.empty_view()) bad_argument(what + " is missing (empty view)");
@@ -130,6 +122,14 @@ std::size_t allocation_bytes(std::int64_t elements, DType dtype) {
 }
 
 }  // namespace
+
+void check_has_data(const TensorView& view, const char* what) {
+  if (view.data == nullptr && view.numel() > 0) bad_argument(std::string(what) + " has no data: " + view.describe());
+  for (int i = 0; i < view.rank; ++i) {
+    if (view.stride[static_cast<std::size_t>(i)] < 0)
+      bad_argument(std::string(what) + " has a negative stride: " + view.describe());
+  }
+}
 
 std::string to_string(const SelectorConfig& config) {
   return "dtype=" + std::string(dtype_name(config.dtype)) + ", dims=" + to_string(config.dims);
@@ -226,10 +226,15 @@ void check_merge_args(const Queue& queue, const MergeArgs& args) {
                                {"merge: out_lse", &args.out_lse}});
 }
 
-void check_merge_args(const PrefillBackend& backend, const Queue& queue, const MergeArgs& args) {
-  if (args.out_scale && !backend.supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor))
+void check_quant_output(const PrefillBackend& backend, bool has_out_scale, const char* output) {
+  if (has_out_scale && !backend.supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor)) {
     raise(ErrorCategory::not_supported,
-          backend.name() + " cannot write float8_e4m3 merge output (out_scale was given)");
+          backend.name() + " cannot write float8_e4m3 " + output + " (out_scale was given)");
+  }
+}
+
+void check_merge_args(const PrefillBackend& backend, const Queue& queue, const MergeArgs& args) {
+  check_quant_output(backend, args.out_scale.has_value(), "merge output");
   check_merge_args(queue, args);
 }
 
@@ -319,8 +324,7 @@ void check_new_tokens_shapes(const PrefillBackend& backend, const TensorView& q,
   check_operand(q, {"q", params.dtype, dtype_source, meta.num_q_tokens, "cu_seqlens_q", heads, dqk, "qk_head_dim"});
   check_operand(k, {"k", params.dtype, dtype_source, meta.num_k_tokens, "cu_seqlens_k", heads, dqk, "qk_head_dim"});
   check_operand(v, {"v", params.dtype, dtype_source, meta.num_k_tokens, "cu_seqlens_k", heads, dv, "v_head_dim"});
-  if (out_scale && !backend.supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor))
-    raise(ErrorCategory::not_supported, backend.name() + " cannot write float8_e4m3 output (out_scale was given)");
+  check_quant_output(backend, out_scale.has_value(), "output");
   if (out_scale) check_out_scale(*out_scale);
   if (out) {
     check_operand(*out, {"out", std::nullopt, "", meta.num_q_tokens, "cu_seqlens_q", heads, dv, "v_head_dim"});

@@ -20,11 +20,7 @@ void check_rank(const TensorView& view, const char* what, int rank) {
     bad(std::string(what) + " must be a " + std::to_string(rank) + "-d tensor, got " +
         (view.empty_view() ? std::string("none") : view.describe()));
   }
-  if (view.data == nullptr && view.numel() > 0) bad(std::string(what) + " has no data: " + view.describe());
-  for (int d = 0; d < rank; ++d) {
-    if (view.stride[static_cast<std::size_t>(d)] < 0)
-      bad(std::string(what) + " has a negative stride: " + view.describe());
-  }
+  check_has_data(view, what);
 }
 
 void check_size(const TensorView& view, const char* what, int dim, std::int64_t expected) {

@@ -193,9 +193,7 @@ namespace {
 void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
                  const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
                  std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
-  if (out_scale && !backend.supports_quant_output(QuantKey::fp8_e4m3_static_per_tensor)) {
-    raise(ErrorCategory::not_supported, backend.name() + " cannot write float8_e4m3 output (out_scale was given)");
-  }
+  check_quant_output(backend, out_scale.has_value(), "output");
   // The caller's workspace, or one of this call's on the queue. A queue's
   // free waits for the device (cudaFree / hipFree synchronise) or runs on the
   // host queue, where the work is done, so it may die at the end of the call.

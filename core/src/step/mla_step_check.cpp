@@ -18,10 +18,7 @@ void check_view(const TensorView& view, const char* what, int rank) {
     bad(std::string(what) + " must be a " + std::to_string(rank) + "-d tensor, got " +
         (view.empty_view() ? std::string("none") : view.describe()));
   }
-  if (view.data == nullptr && view.numel() > 0) bad(std::string(what) + " has no data: " + view.describe());
-  for (int d = 0; d < rank; ++d) {
-    if (view.stride[static_cast<std::size_t>(d)] < 0) bad(std::string(what) + " has a negative stride");
-  }
+  check_has_data(view, ("run_mla_prefill: " + std::string(what)).c_str());
 }
 
 // One expected extent and where the plan has it from, e.g. {64, "kv_lora_rank"}.

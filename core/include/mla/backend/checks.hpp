@@ -64,6 +64,16 @@ void check_chunk_args(const PrefillBackend& backend, const Queue& queue, int chu
                       const std::optional<TensorView>& out = std::nullopt,
                       const std::optional<TensorView>& lse = std::nullopt);
 
+// Raises Error(invalid_argument) "<what> has no data: ..." for a view with
+// elements and a null pointer, and "<what> has a negative stride: ..." for
+// a negative stride: what every tensor of every call must satisfy.
+void check_has_data(const TensorView& view, const char* what);
+
+// Raises Error(not_supported) "<backend> cannot write float8_e4m3 <output>
+// (out_scale was given)" when an out_scale is given and `backend` cannot
+// write fp8 (supports_quant_output).
+void check_quant_output(const PrefillBackend& backend, bool has_out_scale, const char* output);
+
 // Checks shapes, dtypes and the fp8 scale of a merge, and that out and out_lse
 // share no memory with an input or each other; raises Error(invalid_argument).
 void check_merge_args(const MergeArgs& args);
