@@ -54,6 +54,24 @@ def plan_context_chunks(context_lens, workspace_tokens, block_size):
     return _core.plan_context_chunks(_tensors.int_list(context_lens, "context_lens"), workspace_tokens, block_size)
 
 
+def build_info():
+    """What this build of the package carries, as a dict: `version`,
+    `compiler`, `build_type`, `backends` (per backend of the library's table:
+    `built`, and `detail`: what it was built with, or why it was left out)
+    and `notes` (the KOKKOS projection's GEMM, the torch operators, where the
+    CUDA libraries are looked for). The build printed the same when it was
+    configured. Whether a built backend runs here is backends()' answer."""
+    from . import _build_info
+
+    return {
+        "version": _build_info.VERSION,
+        "compiler": _build_info.COMPILER,
+        "build_type": _build_info.BUILD_TYPE,
+        "backends": {name: dict(row) for name, row in _build_info.BACKENDS.items()},
+        "notes": dict(_build_info.NOTES),
+    }
+
+
 def platform(spec=None):
     """The device selection runs against, as a dict (vendor, arch, capability,
     ...): MLA_PLATFORM when set, else the first GPU, else the host; or the
