@@ -6,6 +6,9 @@ not). Its ``run_prefill_context_chunk`` has the form the installed vLLM
 declares, read from vLLM's base class: ``(chunk, q, k, v, out=None)`` with
 a ``ContextChunk`` (current vLLM) or ``(chunk_idx, q, k, v)`` (older vLLM,
 whose metadata holds every chunk's ``cu_seq_lens`` as rows of one tensor).
+The ``ContextChunk`` form also takes the keyword-only FP8 prefill state that
+newer vLLM passes with each chunk (``layer_name``, ``calibration_amax``,
+``static_descale``, ``calibration_armed``), and refuses static FP8 scales.
 
 ``register()`` binds it in vLLM's registry; the ``vllm.general_plugins``
 entry point of the installed distribution calls it in every vLLM process.
@@ -13,7 +16,10 @@ Select it with vLLM's MLA prefill backend option set to ``CUSTOM`` (or the
 member ``MLAPREFILL`` that ``register()`` adds). vLLM's CPU platform does not
 read that option: it always takes its ``CPU`` member, which ``register()``
 binds to ``CpuPrefillRoute``, a class that builds this backend when the
-option names it and vLLM's own CPU backend otherwise.
+option names it and vLLM's own CPU backend otherwise. Where the MLA attention
+backend vLLM's CPU platform picks on this host computes prefill itself (its
+``forward_mha`` calls no prefill backend), ``register()`` warns that the
+option has no effect there.
 
 Which backend of this library runs inside is chosen by the library's own
 selector (its YAML configuration, MLA_CONFIG, MLA_PREFILL_BACKEND), once,
@@ -25,6 +31,7 @@ from vLLM's host-side metadata in ``prepare_metadata``.
 import importlib
 import inspect
 import itertools
+import warnings
 
 import torch
 
@@ -95,6 +102,46 @@ def _quant_key_name(quant_key):
     return None
 
 
+# The KV cache formats (vLLM's cache_dtype names) whose context vLLM's MLA
+# layer hands a prefill backend in the model's dtype: the unquantized ones as
+# they are, and per-tensor fp8, which vLLM dequantizes while it gathers the
+# context for a backend that takes no FP8 queries, as this one.
+SERVED_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def _config_reasons(selector_config):
+    """Why the adapter refuses what newer vLLM's selector config states
+    besides dtype and dims (a field this vLLM lacks is not judged): the KV
+    cache format and the head count. Decode context parallelism
+    (dcp_world_size > 1) is no reason: vLLM gathers every rank's share of a
+    chunk's context before the call, the chunk's lengths are the whole
+    context's, and the library checks k against them."""
+    reasons = []
+    cache_dtype = getattr(selector_config, "cache_dtype", None)
+    if cache_dtype is not None and str(cache_dtype) not in SERVED_CACHE_DTYPES:
+        reasons.append(f"KV cache dtype {cache_dtype!r} not supported: mlaprefill takes the context in the model's "
+                       f"dtype, which vLLM hands over for the caches {', '.join(SERVED_CACHE_DTYPES)}")
+    num_heads = getattr(selector_config, "num_heads", None)
+    if num_heads is not None and int(num_heads) < 1:
+        reasons.append(f"num_heads {num_heads}: the library's backends need at least one head")
+    return reasons
+
+
+def _refuse_static_descale(static_descale, layer_name):
+    """Static FP8 scales ask the backend to quantize q, k and v to FP8 with
+    them: running in the model's dtype instead would quietly ignore the
+    calibration they came from. An empty tensor is a layer without them."""
+    if static_descale is None:
+        return
+    numel = getattr(static_descale, "numel", None)
+    if (numel() if callable(numel) else len(static_descale)) == 0:
+        return
+    shape = tuple(getattr(static_descale, "shape", ()))
+    raise mlaprefill.NotSupported(
+        f"static_descale {shape} given for layer {layer_name!r}: vLLM asks for FP8 prefill attention with static "
+        f"scales; FP8 inputs are not supported yet (mlaprefill computes in the model's dtype)")
+
+
 _selector = None
 
 
@@ -140,7 +187,9 @@ class _Adapter:
     @classmethod
     def validate_configuration(cls, device_capability, selector_config):
         """vLLM's reasons list: empty when some backend of this library can
-        serve the dtype and MLA dimensions on the device; else why not."""
+        serve the dtype and MLA dimensions on the device, and the adapter the
+        KV cache format and head count where the config states them; else
+        why not."""
         dtype = getattr(selector_config, "dtype", torch.bfloat16)
         if not cls.supports_dtype(dtype):
             return [f"dtype {dtype} not supported"]
@@ -148,7 +197,7 @@ class _Adapter:
         if dims is None:
             return ["MLA dimensions unknown: the model config gives no qk_nope_head_dim, qk_rope_head_dim and "
                     "v_head_dim"]
-        return cls._selection_reasons(dtype, dims, device_capability)
+        return _config_reasons(selector_config) + cls._selection_reasons(dtype, dims, device_capability)
 
     @classmethod
     def _selection_reasons(cls, dtype, dims, device_capability):
@@ -254,7 +303,8 @@ class _Adapter:
 
 
 class _ContextChunks:
-    """run_prefill_context_chunk(chunk=ContextChunk, q=q[chunk.token_slice], k, v, out)."""
+    """run_prefill_context_chunk(chunk=ContextChunk, q=q[chunk.token_slice], k, v, out), and the FP8 prefill
+    state newer vLLM passes by keyword."""
 
     def _prepare_chunks(self, chunked_context, cu_q, query_lens):
         """Keeps per chunk (by its index) the cu_seqlens of its own requests'
@@ -267,7 +317,14 @@ class _ContextChunks:
             chunks[chunk.index] = (_cumulate(query_lens[requests]), _cumulate(chunk.seq_lens.tolist()))
         self._step = chunks
 
-    def run_prefill_context_chunk(self, chunk, q, k, v, out=None):
+    def run_prefill_context_chunk(self, chunk, q, k, v, out=None, *, layer_name="", calibration_amax=None,
+                                  static_descale=None, calibration_armed=False):
+        """The chunk's attention; `out` [tokens, heads, v] when given. Of
+        the FP8 prefill state, static scales are refused before anything is
+        written; a calibration buffer (`calibration_amax`, armed or not) is
+        left as it is, as vLLM's own backends leave it when they do not
+        quantize."""
+        _refuse_static_descale(static_descale, layer_name)
         _, backend = self._pair(q)
         try:
             cu_q, cu_k = self._step[chunk.index]
@@ -362,13 +419,88 @@ def _cpu_route():
 
 CpuPrefillRoute = _cpu_route() if _VllmBase is not None else None
 
+_PREFILL_CALLS = frozenset(("run_prefill_new_tokens", "run_prefill_context_chunk"))
+
+
+def _code_names(code):
+    """The global and attribute names `code` and the functions nested in it use."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if inspect.iscode(constant):
+            names |= _code_names(constant)
+    return names
+
+
+def _is_method(attribute):
+    return inspect.isfunction(attribute) or isinstance(attribute, (staticmethod, classmethod))
+
+
+def calls_prefill_backend(impl_cls, method="forward_mha"):
+    """Whether `method` of vLLM's MLA attention implementation class
+    `impl_cls` calls an MLA prefill backend's run methods, in its own code or
+    in the code of the class's methods it names (read, not run); None when
+    `method` has no code to read."""
+    pending, seen = [method], set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        function = getattr(impl_cls, name, None)
+        code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
+        if code is None:
+            if name == method:
+                return None
+            continue
+        names = _code_names(code)
+        if names & _PREFILL_CALLS:
+            return True
+        pending.extend(n for n in names if _is_method(inspect.getattr_static(impl_cls, n, None)))
+    return False
+
+
+def _cpu_attention_skips_prefill_backend():
+    """The name of the MLA attention backend vLLM's CPU platform picks on this
+    host when its forward_mha calls no prefill backend; None on another
+    platform, when it does, or when this vLLM cannot be asked."""
+    try:
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():
+            return None
+        from vllm.v1.attention.selector import AttentionSelectorConfig
+
+        # The platform's default for a DeepSeek-style MLA layer (latent 512 +
+        # rope 64) in bf16; an explicit attention backend is the user's.
+        config = AttentionSelectorConfig(head_size=576, dtype=torch.bfloat16, kv_cache_dtype="auto", block_size=None,
+                                         use_mla=True)
+        path = current_platform.get_attn_backend_cls(None, attn_selector_config=config)
+        module, _, name = str(path).rpartition(".")
+        backend = getattr(importlib.import_module(module), name)
+        reached = calls_prefill_backend(backend.get_impl_cls())
+    except Exception:  # a diagnostic: whatever this vLLM's structure, registering goes on
+        return None
+    return backend.get_name() if reached is False else None
+
+
+def _warn_when_cpu_prefill_skips_the_backend():
+    name = _cpu_attention_skips_prefill_backend()
+    if name is not None:
+        warnings.warn(
+            f"mlaprefill: vLLM's MLA attention backend on this CPU, {name}, computes prefill itself without calling an "
+            f"MLA prefill backend, so selecting mlaprefill (mla_prefill_backend CUSTOM or {MEMBER}) changes nothing "
+            f"here; vLLM's attention backend CPU_MLA (--attention-backend CPU_MLA) calls it", RuntimeWarning,
+            stacklevel=3)
+
 
 def register():
     """Binds MlaPrefillBackend in vLLM's registry: to the CUSTOM member, to a
     member of its own name (MLAPREFILL) where this vLLM adds members, and
     vLLM's CPU member to CpuPrefillRoute unless something else overrides it.
-    Returns CLASS_PATH. Raises ImportError when vLLM, or its MLA prefill
-    registry, cannot be imported."""
+    Warns (RuntimeWarning) when vLLM's CPU platform picks, on this host, an
+    MLA attention backend that never calls a prefill backend. Returns
+    CLASS_PATH. Raises ImportError when vLLM, or its MLA prefill registry,
+    cannot be imported."""
     try:
         registry = importlib.import_module(_VLLM_REGISTRY)
     except ImportError as error:
@@ -386,4 +518,5 @@ def register():
     cpu = getattr(members, "CPU", None)
     if CpuPrefillRoute is not None and cpu is not None and not cpu.is_overridden():
         registry.register_mla_prefill_backend(cpu, CPU_ROUTE_PATH)
+    _warn_when_cpu_prefill_skips_the_backend()
     return CLASS_PATH

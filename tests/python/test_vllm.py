@@ -177,3 +177,81 @@ def test_context_chunks_as_current_vllm_hands_them(rng):
     expected_out, expected_lse = attention(q, k, v, [0, 3, 7], [0, 5, 7], scale, causal=False)
     assert got is out
     assert_close(out, lse, expected_out, expected_lse, "float32")
+
+
+def prepared_chunk(rng, heads=2):
+    """A stand-alone adapter prepared for one context chunk of two requests, and its q, k, v."""
+    backend = adapter.MlaPrefillBackend(heads, 0.2, 512, 128, 64, 128)
+    chunk = SimpleNamespace(index=0, request_slice=slice(0, 2), token_slice=slice(0, 5),
+                            seq_lens=torch.tensor([4, 3], dtype=torch.int32))
+    backend.prepare_metadata(SimpleNamespace(query_start_loc=torch.tensor([0, 2, 5]), q_data_type=torch.float32,
+                                             query_lens_cpu=torch.tensor([2, 3]),
+                                             chunked_context=SimpleNamespace(chunks=[chunk])))
+    q = random_tensor(rng, (5, heads, DQK), "torch")
+    k = random_tensor(rng, (7, heads, DQK), "torch")
+    v = random_tensor(rng, (7, heads, V), "torch")
+    return backend, chunk, q, k, v
+
+
+def test_a_context_chunk_takes_newer_vllms_fp8_state(rng):
+    backend, chunk, q, k, v = prepared_chunk(rng)
+    amax = torch.zeros(3, 2)
+    out = torch.full((5, 2, V), float("nan"))
+    got, lse = backend.run_prefill_context_chunk(chunk=chunk, q=q, k=k, v=v, out=out, layer_name="layers.0.attn",
+                                                 calibration_amax=amax, static_descale=torch.empty(0, 2),
+                                                 calibration_armed=True)
+    expected_out, expected_lse = attention(q, k, v, [0, 2, 5], [0, 4, 7], 0.2, causal=False)
+    assert got is out
+    assert_close(out, lse, expected_out, expected_lse, "float32")
+    assert torch.equal(amax, torch.zeros(3, 2))  # no FP8 pass, nothing to calibrate
+
+
+def test_static_fp8_scales_are_refused_with_nothing_written(rng):
+    backend, chunk, q, k, v = prepared_chunk(rng)
+    out = torch.full((5, 2, V), float("nan"))
+    with pytest.raises(mlaprefill.NotSupported, match="FP8 inputs are not supported yet"):
+        backend.run_prefill_context_chunk(chunk=chunk, q=q, k=k, v=v, out=out, layer_name="layers.1.attn",
+                                          static_descale=torch.ones(3, 2))
+    assert torch.isnan(out).all()
+
+
+def test_newer_selector_config_fields(monkeypatch):
+    monkeypatch.setenv("MLA_PREFILL_BACKEND", "REFERENCE")
+    cls = adapter.MlaPrefillBackend
+
+    def reasons(**fields):
+        config = deepseek_config(torch.bfloat16)
+        return cls.validate_configuration(None, SimpleNamespace(**vars(config), **fields))
+
+    assert reasons(cache_dtype="fp8_e4m3", dcp_world_size=2, num_heads=16) == []
+    assert "KV cache dtype 'nvfp4_ds_mla' not supported" in reasons(cache_dtype="nvfp4_ds_mla")[0]
+    assert "num_heads 0" in reasons(num_heads=0)[0]
+
+
+class CommonImpl:
+    """What the adapter reads of vLLM's MLA attention classes: forward_mha's code."""
+
+    def forward_mha(self, q, metadata):
+        return self._new_tokens(q, metadata)
+
+    def _new_tokens(self, q, metadata):
+        return [metadata.prefill.prefill_backend.run_prefill_new_tokens(q=x) for x in (q,)][0]
+
+
+class InheritingImpl(CommonImpl):
+    pass
+
+
+class LatentImpl(CommonImpl):
+    def forward_mha(self, q, metadata):
+        return self._extend(q, metadata.prefill.req_to_token)
+
+    def _extend(self, q, table):
+        return q @ table
+
+
+def test_whether_forward_mha_calls_a_prefill_backend_is_read_from_its_code():
+    assert adapter.calls_prefill_backend(CommonImpl) is True  # through a method it names, in a comprehension
+    assert adapter.calls_prefill_backend(InheritingImpl) is True
+    assert adapter.calls_prefill_backend(LatentImpl) is False
+    assert adapter.calls_prefill_backend(object) is None
