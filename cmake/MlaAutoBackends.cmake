@@ -12,6 +12,9 @@
 # -C cmake.define.MLA_WITH_CUDA=OFF) is kept as given. Included before the
 # options are declared, so that what it sets becomes their value.
 #
+# The decisions are plain variables, not cache entries, so that each
+# configuration finds again (a toolkit installed since, pip's build folder
+# reused); the options below then take them as their values.
 # Sets MLA_AUTO_WHY_<NAME> to why a backend was left out or where its
 # toolkit came from, for the build summary (MlaBuildSummary.cmake). No path of
 # this machine goes into those texts: they end up inside the wheel.
@@ -20,12 +23,12 @@ option(MLA_FETCH_CUDA "With MLA_BACKENDS_AUTO: fetch NVIDIA's CUDA compiler whee
 set(mla_ci_dir ${CMAKE_CURRENT_LIST_DIR}/../ci)
 
 # KOKKOS.
-if(DEFINED CACHE{MLA_WITH_KOKKOS})
-  if(NOT MLA_WITH_KOKKOS)
-    set(MLA_AUTO_WHY_KOKKOS "MLA_WITH_KOKKOS=OFF given")
-  endif()
+# MLA_WITH_KOKKOS=ON given still takes the best Kokkos found (an ON must not
+# mean the system's one-core Serial Kokkos when the OpenMP one is there).
+if(DEFINED CACHE{MLA_WITH_KOKKOS} AND NOT MLA_WITH_KOKKOS)
+  set(MLA_AUTO_WHY_KOKKOS "MLA_WITH_KOKKOS=OFF given")
 elseif(DEFINED Kokkos_ROOT OR DEFINED ENV{Kokkos_ROOT})
-  set(MLA_WITH_KOKKOS ON CACHE BOOL "Build the KOKKOS backend")
+  set(MLA_WITH_KOKKOS ON)
   set(MLA_AUTO_WHY_KOKKOS "the Kokkos of Kokkos_ROOT")
 else()
   set(mla_kokkos_cached "")
@@ -36,16 +39,16 @@ else()
   find_path(MLA_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp PATH_SUFFIXES trilinos kokkos)
   if(mla_kokkos_cached AND EXISTS ${mla_kokkos_cached}/lib/cmake/Kokkos/KokkosConfig.cmake)
     set(Kokkos_ROOT ${mla_kokkos_cached})
-    set(MLA_WITH_KOKKOS ON CACHE BOOL "Build the KOKKOS backend")
+    set(MLA_WITH_KOKKOS ON)
     set(MLA_AUTO_WHY_KOKKOS "the OpenMP Kokkos ci/setup-kokkos built")
     message(STATUS "mlaprefill: KOKKOS on the OpenMP Kokkos of ci/setup-kokkos (${mla_kokkos_cached})")
   elseif(MLA_KOKKOS_INCLUDE_DIR)
-    set(MLA_WITH_KOKKOS ON CACHE BOOL "Build the KOKKOS backend")
+    set(MLA_WITH_KOKKOS ON)
     set(MLA_AUTO_WHY_KOKKOS "the system's Kokkos package (ci/setup-kokkos's OpenMP Kokkos was not found)")
     message(STATUS "mlaprefill: KOKKOS on the system's Kokkos (${MLA_KOKKOS_INCLUDE_DIR}); "
                    "ci/setup-kokkos builds one with OpenMP, which this build would take instead")
-  else()
-    set(MLA_WITH_KOKKOS OFF CACHE BOOL "Build the KOKKOS backend")
+  elseif(NOT DEFINED CACHE{MLA_WITH_KOKKOS})
+    set(MLA_WITH_KOKKOS OFF)
     set(MLA_AUTO_WHY_KOKKOS "no Kokkos found (ci/setup-kokkos builds one; or set Kokkos_ROOT)")
   endif()
 endif()
@@ -79,7 +82,7 @@ else()
     endif()
   endif()
   if(NOT mla_nvcc)
-    set(MLA_WITH_CUDA OFF CACHE BOOL "Build the CUDA_FLASH backend and CUDA queues")
+    set(MLA_WITH_CUDA OFF)
     set(MLA_AUTO_WHY_CUDA "nvcc not found (install a CUDA toolkit, or pass MLA_FETCH_CUDA=ON to fetch NVIDIA's)")
   else()
     execute_process(COMMAND ${mla_nvcc} --version OUTPUT_VARIABLE mla_nvcc_version_text RESULT_VARIABLE mla_nvcc_status)
@@ -90,24 +93,24 @@ else()
     file(GLOB mla_cublaslt ${mla_toolkit}/lib64/libcublasLt.so ${mla_toolkit}/lib/libcublasLt.so
          ${mla_toolkit}/targets/*/lib/libcublasLt.so)
     if(NOT mla_nvcc_status EQUAL 0 OR NOT mla_nvcc_version)
-      set(MLA_WITH_CUDA OFF CACHE BOOL "Build the CUDA_FLASH backend and CUDA queues")
+      set(MLA_WITH_CUDA OFF)
       set(MLA_AUTO_WHY_CUDA "${mla_nvcc} does not run or report its release")
     elseif(mla_nvcc_version VERSION_LESS 12.0)
-      set(MLA_WITH_CUDA OFF CACHE BOOL "Build the CUDA_FLASH backend and CUDA queues")
+      set(MLA_WITH_CUDA OFF)
       set(MLA_AUTO_WHY_CUDA "nvcc ${mla_nvcc_version} is older than 12.0, the oldest these kernels build with")
     elseif(NOT mla_cublaslt)
-      set(MLA_WITH_CUDA OFF CACHE BOOL "Build the CUDA_FLASH backend and CUDA queues")
+      set(MLA_WITH_CUDA OFF)
       set(MLA_AUTO_WHY_CUDA "the CUDA toolkit of nvcc ${mla_nvcc_version} has no cuBLASLt, which the MLA step links")
     else()
       set(CMAKE_CUDA_COMPILER ${mla_nvcc} CACHE FILEPATH "The CUDA compiler")
-      set(MLA_WITH_CUDA ON CACHE BOOL "Build the CUDA_FLASH backend and CUDA queues")
+      set(MLA_WITH_CUDA ON)
       set(MLA_AUTO_WHY_CUDA "nvcc ${mla_nvcc_version}")
       message(STATUS "mlaprefill: CUDA_FLASH with ${mla_nvcc} (${mla_nvcc_version})")
       if(NOT DEFINED CACHE{MLA_WITH_HOPPER_FLASH})
         if(mla_nvcc_version VERSION_LESS 12.3)
           set(MLA_AUTO_WHY_HOPPER "nvcc ${mla_nvcc_version} is older than 12.3, which its sm_90a kernels need")
         else()
-          set(MLA_WITH_HOPPER_FLASH ON CACHE BOOL "Build the HOPPER_FLASH backend")
+          set(MLA_WITH_HOPPER_FLASH ON)
         endif()
       endif()
     endif()
