@@ -17,6 +17,9 @@ from vllm.v1.attention.backends.mla.prefill.cpu_sdpa import CPUSDPAMLAPrefillBac
 
 from oracle import reference  # noqa: E402
 
+import mlaprefill.vllm as adapter  # noqa: E402
+from vllm.v1.attention.backends.mla.prefill import selector as vllm_selector  # noqa: E402
+
 # The tiny DeepSeek model's attention (tests/vllm/tiny_deepseek.py): what
 # vLLM's CPU MLA kernels take (latent 512, rope 64), small elsewhere.
 HEADS, LATENT, NOPE, ROPE, V = 4, 512, 32, 64, 32
@@ -144,3 +147,15 @@ def vllm_cpu_backend():
 def new_backend(cls, vllm_config=None):
     return cls(num_heads=HEADS, scale=SCALE, kv_lora_rank=LATENT, qk_nope_head_dim=NOPE, qk_rope_head_dim=ROPE,
                v_head_dim=V, vllm_config=vllm_config)
+
+
+@pytest.fixture
+def fresh_selection(monkeypatch):
+    """The environment read afresh by the test using it: the adapter's shared
+    Selector and vLLM's cached automatic choice are per process."""
+    monkeypatch.setattr(adapter, "_selector", None)
+    for name in ("MLA_CONFIG", "MLA_PREFILL_BACKEND", "MLA_PLATFORM"):
+        monkeypatch.delenv(name, raising=False)
+    vllm_selector._auto_select_mla_prefill_backend.cache_clear()
+    yield
+    vllm_selector._auto_select_mla_prefill_backend.cache_clear()

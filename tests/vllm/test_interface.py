@@ -24,14 +24,7 @@ from vllm.v1.attention.backends.mla.prefill.registry import MLAPrefillBackendEnu
 DEEPSEEK = dict(qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
 
 
-@pytest.fixture(autouse=True)
-def fresh_selection(monkeypatch):
-    monkeypatch.setattr(adapter, "_selector", None)
-    for name in ("MLA_CONFIG", "MLA_PREFILL_BACKEND", "MLA_PLATFORM"):
-        monkeypatch.delenv(name, raising=False)
-    vllm_selector._auto_select_mla_prefill_backend.cache_clear()
-    yield
-    vllm_selector._auto_select_mla_prefill_backend.cache_clear()
+pytestmark = pytest.mark.usefixtures("fresh_selection")  # conftest.py
 
 
 def test_vllms_plugin_loader_registers_the_entry_point():

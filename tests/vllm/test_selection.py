@@ -19,16 +19,8 @@ from vllm.v1.attention.backends.mla.prefill.cpu_sdpa import CPUSDPAMLAPrefillBac
 from vllm.v1.attention.backends.mla.prefill.registry import MLAPrefillBackendEnum
 
 
-@pytest.fixture(autouse=True)
-def fresh_selection(monkeypatch):
-    """Each test reads the environment afresh: the adapter's shared Selector
-    and vLLM's cached automatic choice are per process."""
-    monkeypatch.setattr(adapter, "_selector", None)
-    for name in ("MLA_CONFIG", "MLA_PREFILL_BACKEND", "MLA_PLATFORM"):
-        monkeypatch.delenv(name, raising=False)
-    vllm_selector._auto_select_mla_prefill_backend.cache_clear()
-    yield
-    vllm_selector._auto_select_mla_prefill_backend.cache_clear()
+# Each test reads the environment afresh (conftest.fresh_selection).
+pytestmark = pytest.mark.usefixtures("fresh_selection")
 
 
 def vllm_config(option, dims=(NOPE, ROPE, V)):
