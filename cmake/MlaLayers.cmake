@@ -21,6 +21,18 @@ set(MLA_BUILD_DEFINITIONS
   $<$<BOOL:${MLA_WITH_HIP}>:MLA_WITH_HIP=1>
   $<$<BOOL:${MLA_WITH_HOPPER_FLASH}>:MLA_WITH_HOPPER_FLASH=1>)
 
+# The vendor half of the GPU kernel headers (gpu_target/: device surface,
+# sm_80/sm_90a instructions, tensor map, MFMA products), found through the
+# include path, never beside the shared headers: nvcc's or HIP's here; the
+# GPU emulator's (backends/simt/target) on mla_simt and its tests only.
+if(MLA_WITH_CUDA)
+  set(MLA_GPU_TARGET_INCLUDE_DIR ${PROJECT_SOURCE_DIR}/backends/cuda/target)
+elseif(MLA_WITH_HIP)
+  set(MLA_GPU_TARGET_INCLUDE_DIR ${PROJECT_SOURCE_DIR}/backends/hip/target)
+else()
+  set(MLA_GPU_TARGET_INCLUDE_DIR "")
+endif()
+
 # mla_add_layer(<target> [sources...]): an OBJECT library whose objects go into libmla.
 function(mla_add_layer target)
   add_library(${target} OBJECT ${ARGN})
@@ -30,11 +42,11 @@ function(mla_add_layer target)
 endfunction()
 
 # mla_add_backend(<target> [sources...]): a backend layer: sees core, platform
-# and the backends/ include root ("cuda_hip/...", "host/..."), and branches on
-# the build's vendor switches.
+# and the backends/ include root ("cuda_hip/...", "host/..."), the vendor's
+# gpu_target/ headers, and branches on the build's vendor switches.
 function(mla_add_backend target)
   mla_add_layer(${target} ${ARGN})
   target_link_libraries(${target} PUBLIC mla_platform)
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/backends)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/backends ${MLA_GPU_TARGET_INCLUDE_DIR})
   target_compile_definitions(${target} PRIVATE ${MLA_BUILD_DEFINITIONS})
 endfunction()

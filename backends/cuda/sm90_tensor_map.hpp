@@ -1,22 +1,15 @@
 // Host side of the sm_90 tensor memory accelerator (TMA): the description of a
 // global tensor and the box one cp.async.bulk.tensor moves, encoded into the
 // 128-byte tensor map a kernel receives as a `const __grid_constant__`
-// parameter. On the GPU the map is CUtensorMap; under the GPU emulator
-// (MLA_SIMT_EMULATION) it is an emulated map of the same size and alignment
-// that the emulated TMA instructions read (simt/sm90_tensor_map.hpp).
+// parameter. TensorMap comes from gpu_target/tensor_map.hpp, which each
+// build's include path supplies: CUtensorMap for nvcc (target/ here); for the
+// GPU emulator an emulated map of the same size and alignment that the
+// emulated TMA instructions read (backends/simt/target).
 #pragma once
 
 #include <cstdint>
 
-#if defined(MLA_SIMT_EMULATION)
-#include "simt/sm90_tensor_map.hpp"
-#else
-#include <cuda.h>
-
-namespace mla::cuda_flash::sm90 {
-using TensorMap = CUtensorMap;
-}  // namespace mla::cuda_flash::sm90
-#endif
+#include "gpu_target/tensor_map.hpp"
 
 namespace mla::cuda_flash::sm90 {
 

@@ -4,10 +4,11 @@
 // vendor runtime header.
 #pragma once
 
-#if defined(MLA_SIMT_EMULATION)
-#define MLA_GPU_NAMESPACE emulated
-#elif defined(MLA_HIP_COMPILE)
+// A build may name its own (the GPU emulator's: emulated, backends/simt).
+#if !defined(MLA_GPU_NAMESPACE)
+#if defined(MLA_HIP_COMPILE)
 #define MLA_GPU_NAMESPACE hip
 #else
 #define MLA_GPU_NAMESPACE cuda
+#endif
 #endif

@@ -1,7 +1,8 @@
 # The emulated HIP_FLASH kernels (included by backends/simt/CMakeLists.txt).
 # The kernel source uses clang's ext_vector_type and _Float16, so a clang 15
 # or newer compiles hip_flash_emulated.cpp (with MLA_SIMT_EMULATION) into an
-# object of mla_simt, whatever compiler builds the rest of the project.
+# object of mla_simt, whatever compiler builds the rest of the project; the
+# kernel's gpu_target/ headers come from target/, as for mla_simt.
 # Without one, hip_flash_unavailable.cpp says so at run time
 # (hip_flash_emulated_built() is false, launches raise not_supported).
 #   MLA_SIMT_CLANGXX   the clang++ to use (found: clang++-19 ... -15, clang++;
@@ -48,7 +49,7 @@ function(mla_simt_compile_hip_flash object)
   # (`#pragma unroll`) and -Wno-psabi: the kernel passes 64-byte accumulator
   # vectors by value between inline functions of this one translation unit,
   # so their host ABI is irrelevant.
-  set(flags -std=c++20 -O2 -fPIC -DMLA_SIMT_EMULATION
+  set(flags -std=c++20 -O2 -fPIC -DMLA_SIMT_EMULATION -DMLA_GPU_NAMESPACE=emulated
     -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion -Wno-unknown-pragmas -Wno-psabi)
   if(MLA_WARNINGS_AS_ERRORS)
     list(APPEND flags -Werror)
@@ -66,7 +67,7 @@ function(mla_simt_compile_hip_flash object)
     OUTPUT ${object}
     COMMAND ${MLA_SIMT_CLANGXX} ${flags} $<$<CONFIG:Debug,RelWithDebInfo>:-g>
             "$<$<BOOL:${definitions}>:-D$<JOIN:${definitions},;-D>>"
-            ${before} -I${mla_simt_backends_dir}
+            ${before} -I${mla_simt_backends_dir} -I${mla_simt_dir}/target
             "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
             -MD -MF ${object}.d -c ${source} -o ${object}
     DEPENDS ${source}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Shows that ci/check-layers catches what it is for: a copy of core/ and
-# platform/ passes, then each planted include makes it fail and name the file.
+# Shows that ci/check-layers catches what it is for: a copy of core/,
+# platform/ and the shipping GPU code passes, then each planted include makes
+# it fail and name the file.
 # Usage: planted_include_test.sh <check-layers> <source root> <scratch folder>
 set -euo pipefail
 check=$1 source=$2 scratch=$3
@@ -9,6 +10,8 @@ fresh_copy() {
   rm -rf "$scratch"
   mkdir -p "$scratch"
   cp -r "$source/core" "$source/platform" "$scratch/"
+  mkdir -p "$scratch/backends"
+  cp -r "$source/backends/cuda" "$source/backends/hip" "$source/backends/cuda_hip" "$scratch/backends/"
 }
 
 # expect_failure <file> <include line> <text the report must contain>
@@ -39,5 +42,7 @@ expect_failure core/src/registry/registry.cpp '#include "builtin_entries.hpp"' "
 expect_failure core/include/mla/backend/latents.hpp '#include "mla/detail/numeric.hpp"' "an installed header includes an internal one"
 expect_failure core/include/mla/plugin/abi.h '#include "mla/tensor.hpp"' "the plugin C ABI includes a header of the library"
 expect_failure platform/src/platform.cpp '#include "cuda_hip/gpu_runtime.hpp"' "platform includes the backends layer"
+expect_failure backends/cuda/sm80_primitives.cuh '#include "simt/sm80.hpp"' "shipping GPU code includes the emulator"
+expect_failure backends/cuda_hip/gpu_device.hpp '#if defined(MLA_SIMT_EMULATION)' "shipping GPU code branches on the emulator"
 rm -rf "$scratch"
 echo "planted includes: all caught"
