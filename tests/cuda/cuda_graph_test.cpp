@@ -144,8 +144,8 @@ TensorView rows_of(TensorView view) {
 }
 
 // The MLA step's up-projection (cuBLASLt for bf16 weights unless
-// MLA_CUDA_PROJECTION=own) captured after one warm-up call, as the README
-// asks, and replayed after the latents were rewritten in place: bit for bit
+// MLA_CUDA_PROJECTION=own) captured after one warm-up call, as
+// docs/kernels/cuda_flash.md asks, and replayed after the latents were rewritten in place: bit for bit
 // what an uncaptured call of the same backend on another stream writes.
 TEST(CudaGraph, CapturedProjectionAfterAWarmUpReplaysWithNewLatents) {
   MLA_REQUIRE_CUDA_DEVICE();

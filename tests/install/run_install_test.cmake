@@ -64,10 +64,10 @@ if(NOT step_output MATCHES "${expected}")
 endif()
 message(STATUS "${step_output}")
 
-# The README's examples (examples/): the C++ ones built against the installed
-# package, the command-line ones with the installed command first on PATH, the
-# Python ones with the installed package on PYTHONPATH. Each must exit as the
-# README says and print what it computed.
+# The examples of README.md and docs/ (examples/): the C++ ones built against
+# the installed package, the command-line ones with the installed command first
+# on PATH, the Python ones with the installed package on PYTHONPATH. Each must
+# exit as its page says and print what it computed.
 function(run_example what expected_rc expected_output)
   execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${EXAMPLES_SOURCE}/.. RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
