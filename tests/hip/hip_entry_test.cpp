@@ -55,11 +55,11 @@ TEST(HipFlashEntry, GcnChipsOfCapabilityNineWithoutMfmaAreRefused) {
 }
 
 // The MFMA targets are one list (hip/mfma_targets.def). The device pass of
-// mfma.hpp cannot read it (the preprocessor does not iterate), so its
-// MLA_AMD_MFMA_AVAILABLE condition is compared with it here.
+// the HIP compile's gpu_target/mfma.hpp cannot read it (the preprocessor does
+// not iterate), so its MLA_AMD_MFMA_AVAILABLE condition is compared with it here.
 TEST(HipFlashEntry, MfmaMacroNamesExactlyTheListedTargets) {
-  std::ifstream file(std::string(MLA_SOURCE_DIR) + "/backends/hip/mfma.hpp");
-  ASSERT_TRUE(file) << "backends/hip/mfma.hpp";
+  std::ifstream file(std::string(MLA_SOURCE_DIR) + "/backends/hip/target/gpu_target/mfma.hpp");
+  ASSERT_TRUE(file) << "backends/hip/target/gpu_target/mfma.hpp";
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   const std::size_t end = text.find("#define MLA_AMD_MFMA_AVAILABLE 1");
   ASSERT_NE(end, std::string::npos);
