@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "cuda/flash_head_group.hpp"
+#include "cuda/flash_launch_recipe.hpp"
 #include "cuda_hip/flash_launch.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 #include "cuda_hip/split_merge_kernel.hpp"

@@ -1,6 +1,7 @@
-// The <<<>>> launch of the HOPPER_FLASH kernel: shared-memory opt-in, the
-// persistent grid, the tensor maps and the launch error, named after the
-// instantiation. Included only by hopper_instantiate.cuh.
+// The <<<>>> launch of the HOPPER_FLASH kernel from its recipe
+// (hopper_schedule.hpp: name, persistent grid, shared memory, tensor maps):
+// the device's shared-memory limit and opt-in, the tile counter and the
+// launch error. Included only by hopper_instantiate.cuh.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -52,36 +53,28 @@ class TileCounter {
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
-  constexpr HopperTileConfig cfg = HopperTile<HeadDimQk, HeadDimV>::value;
-  const std::string name = std::string("hopper_flash<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") +
-                           ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
-                           (Causal ? ", causal>" : ", non-causal>");
+  constexpr DType dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
   const int max_group = device.max_head_group > 0
                             ? device.max_head_group
                             : l2_max_head_group(device.l2_bytes, params.k_tokens, HeadDimQk, HeadDimV);
-  PersistentGrid grid = persistent_grid(params, cfg, device.multiprocessors, max_group, name);
-  if (grid.blocks == 0) return;
-  const bool staged = grid.schedule.tma_store != 0;
-  const std::size_t shared_bytes = cfg.shared_bytes(staged);
-  if (shared_bytes > device.shared_limit) {
-    raise(ErrorCategory::not_supported, name + " needs " + std::to_string(shared_bytes) +
+  HopperLaunch launch =
+      plan_hopper_launch<HeadDimQk, HeadDimV, Causal>(params, dtype, device.multiprocessors, max_group);
+  if (launch.grid.blocks == 0) return;
+  if (launch.shared_bytes > device.shared_limit) {
+    raise(ErrorCategory::not_supported, launch.kernel + " needs " + std::to_string(launch.shared_bytes) +
                                             " bytes of shared memory per block; the device allows " +
                                             std::to_string(device.shared_limit));
   }
-  const HopperMaps maps = make_hopper_maps(params, cfg, staged);
   auto* kernel = &hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>;
-  gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(shared_bytes), name);
+  gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(launch.shared_bytes), launch.kernel);
   // The tile counter: this launch's own, so launches on other streams never
   // share one; stream-ordered, so it costs no synchronization.
-  TileCounter counter(device.counter_pool, stream, name);
-  grid.schedule.tile_counter = counter.get();
-  kernel<<<static_cast<unsigned>(grid.blocks), block_threads, shared_bytes, stream>>>(params, grid.schedule, maps.q,
-                                                                                      maps.k, maps.v, maps.o);
-  gpu::check_launch(name, std::to_string(grid.blocks) + " persistent blocks over " +
-                              std::to_string(grid.schedule.total_tiles) + " tiles (" + std::to_string(params.num_work) +
-                              " work items x " + std::to_string(params.num_heads) + " heads in groups of " +
-                              std::to_string(grid.schedule.head_group) + "), " + std::to_string(shared_bytes) +
-                              " bytes of shared memory" + (staged ? ", O stored by TMA" : ""));
+  TileCounter counter(device.counter_pool, stream, launch.kernel);
+  launch.grid.schedule.tile_counter = counter.get();
+  const HopperMaps& maps = launch.maps;
+  kernel<<<static_cast<unsigned>(launch.grid.blocks), block_threads, launch.shared_bytes, stream>>>(
+      params, launch.grid.schedule, maps.q, maps.k, maps.v, maps.o);
+  gpu::check_launch(launch.kernel, launch.describe(params));
 }
 
 }  // namespace mla::hopper_flash

@@ -1,6 +1,8 @@
 // The persistent grid of a HOPPER_FLASH launch: as many blocks as the device
-// has SMs (one block fills an SM), never more than there are tiles. Plain
-// C++, shared by the CUDA and the emulated launcher.
+// has SMs (one block fills an SM), never more than there are tiles; and the
+// launch recipe built on it. Plain C++, shared by the CUDA launcher
+// (hopper_kernel_launch.cuh) and the emulated one (backends/simt), which
+// differ only in how they start the blocks.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "cuda_hip/env_setting.hpp"
 #include "cuda_hip/flash_params.hpp"
 #include "mla/error.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::hopper_flash {
 
@@ -68,6 +71,44 @@ inline PersistentGrid persistent_grid(const gpu::FlashParams& params, const Hopp
   grid.schedule.tma_store = tma_store_setting() && tma_store_fits(params, cfg) ? 1 : 0;
   grid.blocks = static_cast<int>(std::min<std::int64_t>(tiles, std::max(multiprocessors, 1)));
   return grid;
+}
+
+// Everything one launch of an instantiation needs but the device's own
+// resources: the kernel's name, the persistent grid and schedule (its
+// tile_counter left for the launcher), the epilogue, the dynamic shared
+// memory and the tensor maps.
+struct HopperLaunch {
+  std::string kernel;  // "hopper_flash<bfloat16, 192, 128, causal>"
+  PersistentGrid grid;
+  bool staged = false;  // O leaves shared memory by TMA (HopperSchedule::tma_store)
+  std::size_t shared_bytes = 0;
+  HopperMaps maps;
+
+  // For the launch error: blocks, tiles, heads per group, shared memory.
+  std::string describe(const gpu::FlashParams& params) const {
+    return std::to_string(grid.blocks) + " persistent blocks over " + std::to_string(grid.schedule.total_tiles) +
+           " tiles (" + std::to_string(params.num_work) + " work items x " + std::to_string(params.num_heads) +
+           " heads in groups of " + std::to_string(grid.schedule.head_group) + "), " + std::to_string(shared_bytes) +
+           " bytes of shared memory" + (staged ? ", O stored by TMA" : "");
+  }
+};
+
+// The recipe of the <dtype, HeadDimQk, HeadDimV, Causal> instantiation for
+// `params` on `multiprocessors` SMs with heads grouped up to `max_group`.
+// grid.blocks == 0: nothing to launch (and no maps). Raises as
+// persistent_grid and make_hopper_maps do.
+template <int HeadDimQk, int HeadDimV, bool Causal>
+HopperLaunch plan_hopper_launch(const gpu::FlashParams& params, DType dtype, int multiprocessors, int max_group) {
+  constexpr HopperTileConfig cfg = HopperTile<HeadDimQk, HeadDimV>::value;
+  HopperLaunch launch;
+  launch.kernel = "hopper_flash<" + std::string(dtype_name(dtype)) + ", " + std::to_string(HeadDimQk) + ", " +
+                  std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
+  launch.grid = persistent_grid(params, cfg, multiprocessors, max_group, launch.kernel);
+  if (launch.grid.blocks == 0) return launch;
+  launch.staged = launch.grid.schedule.tma_store != 0;
+  launch.shared_bytes = cfg.shared_bytes(launch.staged);
+  launch.maps = make_hopper_maps(params, cfg, launch.staged);
+  return launch;
 }
 
 }  // namespace mla::hopper_flash

@@ -1,25 +1,22 @@
-// The <<<>>> launch of the HIP_FLASH kernel and its launch error, named after
-// the instantiation. Included only by flash_instantiate.hpp.
+// The <<<>>> launch of the HIP_FLASH kernel from its recipe
+// (flash_launch_recipe.hpp) and its launch error. Included only by
+// flash_instantiate.hpp.
 #pragma once
-
-#include <string>
 
 #include "cuda_hip/gpu_runtime.hpp"
 #include "flash_instances.hpp"
 #include "flash_kernel.hpp"
+#include "flash_launch_recipe.hpp"
 
 namespace mla::hip_flash {
 
 template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
-  constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV, Family>();
-  if (params.num_work == 0 || params.num_heads == 0) return;
-  const dim3 grid(static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads),
-                  static_cast<unsigned>(params.num_splits));
-  flash_forward_kernel<D, HeadDimQk, HeadDimV, Family><<<grid, c.threads(), 0, stream>>>(params);
-  gpu::check_launch("hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
-                        std::to_string(HeadDimV) + ", " + tile_family_name(Family) + ">",
-                    std::to_string(params.num_work) + " work items, " + std::to_string(params.num_heads) + " heads");
+  const FlashLaunch launch = plan_flash_launch<D, HeadDimQk, HeadDimV, Family>(params);
+  if (launch.empty()) return;
+  const dim3 grid(launch.grid[0], launch.grid[1], launch.grid[2]);
+  flash_forward_kernel<D, HeadDimQk, HeadDimV, Family><<<grid, launch.threads, 0, stream>>>(params);
+  gpu::check_launch(launch.kernel, launch.describe(params));
 }
 
 }  // namespace mla::hip_flash

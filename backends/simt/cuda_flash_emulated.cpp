@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "cuda/flash_head_group.hpp"
 #include "cuda/flash_kernel.cuh"
+#include "cuda/flash_launch_recipe.hpp"
 #include "mla/error.hpp"
 
 namespace mla::cuda_flash {
@@ -29,17 +29,15 @@ constexpr std::size_t emulated_l2_bytes = 256 * 1024;
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void run(const FlashParams& params) {
-  constexpr cuda_flash::FlashTileConfig cfg = cuda_flash::FlashTile<HeadDimQk, HeadDimV>::value;
-  if (params.num_work == 0 || params.num_heads == 0) return;
+  constexpr DType dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+  const cuda_flash::FlashLaunch recipe = cuda_flash::plan_flash_launch<HeadDimQk, HeadDimV, Causal>(params, dtype);
+  if (recipe.blocks == 0) return;
   LaunchConfig config;
-  config.kernel = std::string("flash_forward<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") + ", " +
-                  std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
-                  (Causal ? ", causal>" : ", non-causal>");
-  config.grid.x = static_cast<unsigned>(params.num_work) * static_cast<unsigned>(params.num_heads) *
-                  static_cast<unsigned>(params.num_splits);
-  config.block.x = static_cast<unsigned>(cfg.threads());
+  config.kernel = recipe.kernel;
+  config.grid.x = static_cast<unsigned>(recipe.blocks);
+  config.block.x = static_cast<unsigned>(recipe.threads);
   config.warp_size = cuda_flash::warp_threads;
-  config.dynamic_shared_bytes = cfg.shared_bytes();
+  config.dynamic_shared_bytes = recipe.shared_bytes;
   config.dynamic_shared_symbol = cuda_flash::shared;
   config.dynamic_shared_alignment = 128;  // the kernel's __align__(128)
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);

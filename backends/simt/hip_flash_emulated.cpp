@@ -17,6 +17,7 @@
 
 #include "hip/capability.hpp"
 #include "hip/flash_kernel.hpp"
+#include "hip/flash_launch_recipe.hpp"
 #include "hip/projection_kernel.hpp"
 #include "mla/error.hpp"
 #include "simt/emulator.hpp"
@@ -41,14 +42,12 @@ class TargetScope {
 
 template <DType D, int HeadDimQk, int HeadDimV, hip_flash::TileFamily Family>
 void launch_emulated(const gpu::FlashParams& params) {
-  constexpr hip_flash::FlashTileConfig c = hip_flash::flash_tile_config<HeadDimQk, HeadDimV, Family>();
-  if (params.num_work == 0 || params.num_heads == 0) return;
+  const hip_flash::FlashLaunch recipe = hip_flash::plan_flash_launch<D, HeadDimQk, HeadDimV, Family>(params);
+  if (recipe.empty()) return;
   LaunchConfig config;
-  config.kernel = "hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
-                  std::to_string(HeadDimV) + ", " + hip_flash::tile_family_name(Family) + ">";
-  config.grid = {static_cast<unsigned>(params.num_work), static_cast<unsigned>(params.num_heads),
-                 static_cast<unsigned>(params.num_splits)};
-  config.block = {static_cast<unsigned>(c.threads()), 1, 1};
+  config.kernel = recipe.kernel;
+  config.grid = {recipe.grid[0], recipe.grid[1], recipe.grid[2]};
+  config.block = {static_cast<unsigned>(recipe.threads), 1, 1};
   config.warp_size = hip_flash::mfma::wave_size;
   config.static_shared = static_lds();
   config.static_shared_bytes = static_lds_bytes();

@@ -35,21 +35,16 @@ using gpu::FlashParams;
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void run(const FlashParams& params) {
-  constexpr hopper_flash::HopperTileConfig cfg = hopper_flash::HopperTile<HeadDimQk, HeadDimV>::value;
-  const std::string name = std::string("hopper_flash<") + (std::is_same_v<T, __nv_bfloat16> ? "bfloat16" : "float16") +
-                           ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
-                           (Causal ? ", causal>" : ", non-causal>");
-  const hopper_flash::PersistentGrid grid =
-      hopper_flash::persistent_grid(params, cfg, hopper_emulated_blocks, hopper_flash::default_max_head_group, name);
-  if (grid.blocks == 0) return;
-  const bool staged = grid.schedule.tma_store != 0;
-  const hopper_flash::HopperMaps maps = hopper_flash::make_hopper_maps(params, cfg, staged);
+  constexpr DType dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+  const hopper_flash::HopperLaunch recipe = hopper_flash::plan_hopper_launch<HeadDimQk, HeadDimV, Causal>(
+      params, dtype, hopper_emulated_blocks, hopper_flash::default_max_head_group);
+  if (recipe.grid.blocks == 0) return;
   LaunchConfig config;
-  config.kernel = name;
-  config.grid.x = static_cast<unsigned>(grid.blocks);
+  config.kernel = recipe.kernel;
+  config.grid.x = static_cast<unsigned>(recipe.grid.blocks);
   config.block.x = static_cast<unsigned>(hopper_flash::block_threads);
   config.warp_size = 32;
-  config.dynamic_shared_bytes = cfg.shared_bytes(staged);
+  config.dynamic_shared_bytes = recipe.shared_bytes;
   config.dynamic_shared_symbol = hopper_flash::shared;
   // As declared in the kernel: 16 bytes, so every emulated launch runs the
   // kernel's own alignment of its tiles to 1024 bytes.
@@ -57,8 +52,9 @@ void run(const FlashParams& params) {
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
   // The tile counter, zeroed per launch as the CUDA launcher does.
   int tile_counter = 0;
-  hopper_flash::HopperSchedule schedule = grid.schedule;
+  hopper_flash::HopperSchedule schedule = recipe.grid.schedule;
   schedule.tile_counter = &tile_counter;
+  const hopper_flash::HopperMaps& maps = recipe.maps;
   launch(config, [&params, &schedule, &maps] {
     hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>(params, schedule, maps.q, maps.k, maps.v, maps.o);
   });
