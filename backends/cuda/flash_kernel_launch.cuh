@@ -10,7 +10,6 @@
 #include <cuda_fp16.h>
 
 #include <string>
-#include <type_traits>
 
 #include "cuda_hip/gpu_runtime.hpp"
 #include "flash_instances.hpp"
@@ -22,7 +21,7 @@ namespace mla::cuda_flash {
 // Launches one instantiation.
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
-  constexpr DType dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+  constexpr DType dtype = element_dtype<T>;
   const FlashLaunch launch = plan_flash_launch<HeadDimQk, HeadDimV, Causal>(params, dtype);
   if (launch.blocks == 0) return;
   auto* kernel = &flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>;

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <climits>
 #include <string>
-#include <type_traits>
 
 #include "cuda_hip/gpu_runtime.hpp"
 #include "hopper_instances.hpp"
@@ -53,7 +52,7 @@ class TileCounter {
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
-  constexpr DType dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+  constexpr DType dtype = cuda_flash::element_dtype<T>;
   const int max_group = device.max_head_group > 0
                             ? device.max_head_group
                             : l2_max_head_group(device.l2_bytes, params.k_tokens, HeadDimQk, HeadDimV);

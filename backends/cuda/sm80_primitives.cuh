@@ -7,7 +7,19 @@
 // emulator (tests only); what follows them is built on them.
 #pragma once
 
+#include <type_traits>
+
 #include "gpu_target/sm80.cuh"
+#include "mla/tensor.hpp"
+
+namespace mla::cuda_flash {
+
+// The DType of a kernel's element type (__nv_bfloat16 or __half), for the
+// host side of its launches (the launch recipes take a DType).
+template <class T>
+inline constexpr DType element_dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+
+}  // namespace mla::cuda_flash
 
 namespace mla::cuda_flash::sm80 {
 

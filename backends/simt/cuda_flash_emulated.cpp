@@ -29,7 +29,7 @@ constexpr std::size_t emulated_l2_bytes = 256 * 1024;
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void run(const FlashParams& params) {
-  constexpr DType dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+  constexpr DType dtype = cuda_flash::element_dtype<T>;
   const cuda_flash::FlashLaunch recipe = cuda_flash::plan_flash_launch<HeadDimQk, HeadDimV, Causal>(params, dtype);
   if (recipe.blocks == 0) return;
   LaunchConfig config;

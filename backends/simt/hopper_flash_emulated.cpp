@@ -6,7 +6,6 @@
 #include <iterator>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "cuda/hopper_kernel.cuh"
@@ -35,7 +34,7 @@ using gpu::FlashParams;
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void run(const FlashParams& params) {
-  constexpr DType dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+  constexpr DType dtype = cuda_flash::element_dtype<T>;
   const hopper_flash::HopperLaunch recipe = hopper_flash::plan_hopper_launch<HeadDimQk, HeadDimV, Causal>(
       params, dtype, hopper_emulated_blocks, hopper_flash::default_max_head_group);
   if (recipe.grid.blocks == 0) return;
