@@ -1,6 +1,9 @@
 #include "gpu_flash_backend.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cuda_hip/flash_dims.hpp"
@@ -43,13 +46,43 @@ void check_kernel_layout(const TensorView& view, const char* what, const std::st
   }
 }
 
+// "CUDA_FLASH run_context_chunk 0: 12 work items, heaviest first (digest
+// 0x3f2a...), 5 splits": what a launch runs, for the debug log and the tests
+// that compare the schedules of two paths.
+std::string describe_launch(const AttentionPlan& plan, const FlashPlan& flash, std::size_t index,
+                            const char* operation) {
+  const PlannedPhase& phase = flash.phases[index];
+  std::string text = plan.backend;
+  text += ' ';
+  text += operation;
+  if (index > 0) {
+    text += ' ';
+    text += std::to_string(index - 1);
+  }
+  text += ": ";
+  if (phase.bound_cu_q != nullptr) {
+    text += std::to_string(phase.num_work) + " blocks over the caller's cu_seqlens (no work list)";
+  } else {
+    std::uint64_t digest = 1469598103934665603ull;  // FNV-1a over the items, in launch order
+    for (std::int32_t i = 0; i < 2 * phase.num_work; ++i) {
+      digest = (digest ^ static_cast<std::uint32_t>(plan.workspace_words[phase.work + static_cast<std::size_t>(i)])) *
+               1099511628211ull;
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+    text += std::to_string(phase.num_work) + " work items, heaviest first (digest 0x" + hex + ")";
+  }
+  return text + ", " + std::to_string(phase.splits) + (phase.splits == 1 ? " split" : " splits");
+}
+
 }  // namespace
 
 GpuFlashBackend::GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor)
     : PrefillBackend(params),
       vendor_(vendor),
-      kernel_(choose_or_raise(vendor, params, nullptr).tile),
-      projector_(vendor.make_projector != nullptr ? vendor.make_projector() : nullptr) {}
+      projector_(vendor.make_projector != nullptr ? vendor.make_projector() : nullptr) {
+  choose_or_raise(vendor, params, nullptr);
+}
 
 bool GpuFlashBackend::supports_quant_output(QuantKey key) const { return key == QuantKey::fp8_e4m3_static_per_tensor; }
 
@@ -59,71 +92,86 @@ void GpuFlashBackend::check_kernel_layouts(std::initializer_list<Operand> operan
   }
 }
 
-KernelTile GpuFlashBackend::require_queue(const Queue& queue, const char* call, bool check_prepared_device) const {
-  const std::string name = vendor_.backend_name;
-  require_queue_kind(name, call, {vendor_.queue_backend}, queue);
-  const KernelTile tile = choose_or_raise(vendor_, params(), &queue.capability()).tile;
-  if (check_prepared_device && device_metadata_.uploaded() && device_metadata_.device_index() != queue.device_index()) {
-    raise(ErrorCategory::invalid_argument, name + " " + call + " on device " + std::to_string(queue.device_index()) +
-                                               " but prepare() uploaded the metadata to device " +
-                                               std::to_string(device_metadata_.device_index()));
+void GpuFlashBackend::check_queue(const Queue& queue, const char* operation) const {
+  require_queue_kind(vendor_.backend_name, operation, {vendor_.queue_backend}, queue);
+}
+
+AttentionPlan GpuFlashBackend::plan_sizes(const Queue& queue, FlashPlan& flash) const {
+  flash.kernel = choose_or_raise(vendor_, params(), &queue.capability()).tile;
+  AttentionPlan plan;
+  plan.queue_kind = queue.backend();
+  plan.device_index = queue.device_index();
+  return plan;
+}
+
+AttentionPlan GpuFlashBackend::make_plan(const Queue& queue, const PrefillMetadata& metadata,
+                                         const PlanOptions& options) const {
+  auto flash = std::make_shared<FlashPlan>();
+  AttentionPlan plan = plan_sizes(queue, *flash);
+  plan.batch_size = metadata.batch_size();
+  plan.num_q_tokens = metadata.num_q_tokens();
+  plan.num_k_tokens = metadata.num_k_tokens();
+  for (const PrefillMetadata::Chunk& chunk : metadata.chunks) plan.chunk_k_tokens.push_back(chunk.cu_seqlens_k.back());
+  plan.causal = metadata.causal;
+  plan.lengths = metadata;
+  plan.workspace_words = plan_phases(metadata, TileShape{flash->kernel.block_rows, flash->kernel.block_cols}, *flash);
+  plan_splits(queue, plan, *flash, options);
+  plan.detail = std::move(flash);
+  return plan;
+}
+
+AttentionPlan GpuFlashBackend::make_device_plan(Queue& queue, const DevicePrefillMetadata& metadata,
+                                                const PlanOptions& options) const {
+  auto flash = std::make_shared<FlashPlan>();
+  AttentionPlan plan = plan_sizes(queue, *flash);
+  plan.batch_size = metadata.batch_size;
+  plan.num_q_tokens = metadata.num_q_tokens;
+  plan.num_k_tokens = metadata.num_k_tokens;
+  for (const DevicePrefillMetadata::Chunk& chunk : metadata.chunks) plan.chunk_k_tokens.push_back(chunk.num_k_tokens);
+  plan.causal = metadata.causal;
+  bind_phases(metadata, TileShape{flash->kernel.block_rows, flash->kernel.block_cols}, *flash);
+  plan_splits(queue, plan, *flash, options);
+  plan.detail = std::move(flash);
+  return plan;
+}
+
+void GpuFlashBackend::plan_splits(const Queue& queue, AttentionPlan& plan, FlashPlan& flash,
+                                  const PlanOptions& options) const {
+  // The words first, then (when a phase splits) the partials, 256-byte aligned.
+  const std::size_t word_bytes = (plan.workspace_words.size() * sizeof(std::int32_t) + 255) / 256 * 256;
+  plan.workspace_bytes = plan.workspace_words.empty() ? 0 : word_bytes;
+  flash.scratch_offset = plan.workspace_bytes;
+  if (!vendor_.splits_keys || !options.split_keys || plan.num_q_tokens == 0) return;
+  const std::size_t scratch_bytes = attention_scratch_size(params(), plan.num_q_tokens);
+  bool any = false;
+  for (std::size_t index = 0; index < flash.phases.size(); ++index) {
+    PlannedPhase& phase = flash.phases[index];
+    if (phase.num_work == 0) continue;
+    SplitRequest request;
+    request.blocks = static_cast<std::int64_t>(phase.num_work) * params().num_heads;
+    request.key_tiles = ceil_div(phase.max_seqlen_k, flash.kernel.block_cols);
+    // The emulated backends run on the host queue, whose "multiprocessors"
+    // are CPU threads: there only MLA_KV_SPLITS splits, so tests do not
+    // depend on the machine.
+    request.multiprocessors = queue.backend() == DeviceBackend::host ? 0 : queue.capability().multiprocessors;
+    request.rows = plan.num_q_tokens * params().num_heads;
+    request.v_head_dim = flash.kernel.head_dim_v;
+    request.scratch_bytes = scratch_bytes;
+    request.forced = forced_kv_splits(max_kv_splits);
+    request.max_splits = max_kv_splits;
+    const SplitChoice choice = choose_kv_splits(request);
+    if (log_level() <= LogLevel::debug) {
+      const std::string call = index == 0 ? "new tokens" : "context chunk " + std::to_string(index - 1);
+      log(LogLevel::debug, std::string(vendor_.backend_name) + " " + call + ": " + choice.reason);
+    }
+    phase.splits = std::max(choice.splits, 1);
+    any = any || phase.splits > 1;
   }
-  return tile;
+  if (any) plan.workspace_bytes += scratch_bytes;
 }
 
-void GpuFlashBackend::prepare(Queue& queue, const PrefillMetadata& metadata) {
-  kernel_ = require_queue(queue, "prepare", false);
-  PrefillBackend::prepare(queue, metadata);
-  // The previous buffer may be overwritten in stream order only when every
-  // kernel that read it ran on this queue's stream.
-  const bool same_stream = prepared_queue_ && prepared_queue_->native_stream() == queue.native_stream();
-  device_metadata_.upload(queue, metadata, gpu::TileShape{kernel_.block_rows, kernel_.block_cols},
-                          same_stream && !ran_on_other_stream_);
-  prepared_queue_ = queue;
-  ran_on_other_stream_ = false;
-}
-
-void GpuFlashBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) {
-  kernel_ = require_queue(queue, "prepare_device", false);
-  record_device_step(metadata);
-  if (!queue.can_access(metadata.memory)) {
-    raise(ErrorCategory::invalid_argument, std::string(vendor_.backend_name) +
-                                               " prepare_device: the cu_seqlens are in " +
-                                               std::string(memory_kind_name(metadata.memory)) +
-                                               " memory, which the queue " + queue.describe() + " cannot access");
-  }
-  device_metadata_.bind(queue, metadata, gpu::TileShape{kernel_.block_rows, kernel_.block_cols});
-  prepared_queue_ = queue;
-  ran_on_other_stream_ = false;
-}
-
-AttentionResult GpuFlashBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
-                                                const TensorView& v, float scale, bool return_lse,
-                                                std::optional<TensorView> out, std::optional<OutputScale> out_scale,
-                                                std::optional<TensorView> lse) {
-  require_queue(queue, "run_new_tokens", true);
-  check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
-  check_kernel_layouts({{"q", &q}, {"k", &k}, {"v", &v}, {"out", out ? &*out : nullptr}});
-  const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-  AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, return_lse, out, out_dtype, lse);
-  launch(queue, device_metadata_.new_tokens(), q, k, v, scale, result, out_scale, "new tokens");
-  return result;
-}
-
-AttentionResult GpuFlashBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
-                                                   const TensorView& k, const TensorView& v, float scale,
-                                                   std::optional<TensorView> out, std::optional<TensorView> lse) {
-  require_queue(queue, "run_context_chunk", true);
-  check_chunk_args(*this, queue, chunk_index, q, k, v, scale, out, lse);
-  check_kernel_layouts({{"q", &q}, {"chunk k", &k}, {"chunk v", &v}, {"chunk out", out ? &*out : nullptr}});
-  AttentionResult result = allocate_result(*this, queue, step_sizes().num_q_tokens, true, out, params().dtype, lse);
-  launch(queue, device_metadata_.chunk(chunk_index), q, k, v, scale, result, std::nullopt,
-         "context chunk " + std::to_string(chunk_index));
-  return result;
-}
-
-void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) {
-  require_queue(queue, "merge_attn_states", false);
+void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) const {
+  check_queue(queue, "merge_attn_states");
   check_merge_args(*this, queue, args);
   vendor_.merge(queue, args);
 }
@@ -133,15 +181,15 @@ DType GpuFlashBackend::latent_dtype(DType compute) const {
 }
 
 void GpuFlashBackend::gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
-                                     const TensorView& k) {
-  require_queue(queue, "gather_latents", false);
+                                     const TensorView& k) const {
+  check_queue(queue, "gather_latents");
   check_latent_gather(queue, gather, latents, k, true);
   vendor_.gather(queue, gather, latents, k);
 }
 
 void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
-                                      const TensorView& k, const TensorView& v) {
-  require_queue(queue, "project_latents", false);
+                                      const TensorView& k, const TensorView& v) const {
+  check_queue(queue, "project_latents");
   check_latent_projection(queue, latents, kv_b_proj, k, v, true);
   if (projector_) {
     projector_->project(queue, latents, kv_b_proj, k, v);
@@ -150,34 +198,39 @@ void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, c
   }
 }
 
-void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
-                             const TensorView& v, float scale, const AttentionResult& result,
-                             std::optional<OutputScale> out_scale, const std::string& call) {
-  // Queues over one stream (copies, a borrowed stream wrapped twice, a queue
-  // with the caller's allocator) are already ordered.
-  if (prepared_queue_ && prepared_queue_->native_stream() != queue.native_stream()) {
-    // The upload is on another stream: order this launch after it on the
-    // device, without waiting on the host (either stream may be the caller's).
-    queue.wait_for(prepared_queue_->record());
-    ran_on_other_stream_ = true;
+void GpuFlashBackend::attend(Queue& queue, const AttentionCall& call) const {
+  const auto* flash = dynamic_cast<const FlashPlan*>(call.plan->detail.get());
+  if (flash == nullptr) {
+    raise(ErrorCategory::invalid_argument, std::string(vendor_.backend_name) + " " + call.operation +
+                                               ": the plan holds no flash plan; plan the step with this backend");
   }
+  const bool chunk = call.chunk >= 0;
+  check_kernel_layouts({{"q", &call.q},
+                        {chunk ? "chunk k" : "k", &call.k},
+                        {chunk ? "chunk v" : "v", &call.v},
+                        {chunk ? "chunk out" : "out", &call.out}});
+  const std::size_t index = static_cast<std::size_t>(call.chunk + 1);
+  const DevicePhase phase = flash->resolve(index, call.workspace.data);
+  const TensorView& q = call.q;
+  const TensorView& k = call.k;
+  const TensorView& v = call.v;
   FlashParams p;
   p.q = q.data;
   p.k = k.data;
   p.v = v.data;
-  p.out = result.out.data;
-  p.lse = result.lse.empty_view() ? nullptr : static_cast<float*>(result.lse.data);
+  p.out = call.out.data;
+  p.lse = call.lse.empty_view() ? nullptr : static_cast<float*>(call.lse.data);
   p.q_row_stride = q.stride[0];
   p.q_head_stride = q.stride[1];
   p.k_row_stride = k.stride[0];
   p.k_head_stride = k.stride[1];
   p.v_row_stride = v.stride[0];
   p.v_head_stride = v.stride[1];
-  p.out_row_stride = result.out.stride[0];
-  p.out_head_stride = result.out.stride[1];
+  p.out_row_stride = call.out.stride[0];
+  p.out_head_stride = call.out.stride[1];
   if (p.lse != nullptr) {
-    p.lse_head_stride = result.lse.stride[0];
-    p.lse_token_stride = result.lse.stride[1];
+    p.lse_head_stride = call.lse.stride[0];
+    p.lse_token_stride = call.lse.stride[1];
   }
   p.q_tokens = q.shape[0];
   p.k_tokens = k.shape[0];
@@ -188,40 +241,20 @@ void GpuFlashBackend::launch(Queue& queue, const gpu::DevicePhase& phase, const 
   p.tiles_per_seq = phase.tiles_per_seq;
   p.num_heads = params().num_heads;
   p.causal = phase.causal;
-  p.scale_log2 = scale * numeric::log2e;
-  p.out_fp8 = out_scale.has_value();
-  p.out_scale = out_scale ? out_scale->value : 1.0f;
-  p.out_scale_ptr = out_scale ? out_scale->device : nullptr;
-  split_keys(queue, p, phase, call);
-  vendor_.launch(queue, p, params().dtype, kernel_);
-}
-
-void GpuFlashBackend::split_keys(const Queue& queue, FlashParams& p, const gpu::DevicePhase& phase,
-                                 const std::string& call) const {
-  if (!vendor_.splits_keys || p.num_work == 0 || p.q_tokens == 0) return;
-  SplitRequest request;
-  request.blocks = static_cast<std::int64_t>(p.num_work) * p.num_heads;
-  request.key_tiles = ceil_div(phase.max_seqlen_k, kernel_.block_cols);
-  // The emulated backends run on the host queue, whose "multiprocessors" are
-  // CPU threads: there only MLA_KV_SPLITS splits, so tests do not depend on
-  // the machine.
-  request.multiprocessors = queue.backend() == DeviceBackend::host ? 0 : queue.capability().multiprocessors;
-  request.rows = p.q_tokens * p.num_heads;
-  request.v_head_dim = kernel_.head_dim_v;
-  const Scratch scratch = attention_scratch();
-  request.scratch_bytes = scratch.bytes;
-  request.forced = forced_kv_splits(max_kv_splits);
-  request.max_splits = max_kv_splits;
-  const SplitChoice choice = choose_kv_splits(request);
-  if (log_level() <= LogLevel::debug) {
-    log(LogLevel::debug, std::string(vendor_.backend_name) + " " + call + ": " + choice.reason);
+  p.scale_log2 = call.scale * numeric::log2e;
+  p.out_fp8 = call.out_scale.has_value();
+  p.out_scale = call.out_scale ? call.out_scale->value : 1.0f;
+  p.out_scale_ptr = call.out_scale ? call.out_scale->device : nullptr;
+  const int splits = flash->phases[index].splits;
+  if (splits > 1) {
+    const auto values = static_cast<std::size_t>(splits) * static_cast<std::size_t>(p.q_tokens * p.num_heads);
+    auto* base = static_cast<unsigned char*>(call.workspace.data) + flash->scratch_offset;
+    p.num_splits = splits;
+    p.partial_lse = reinterpret_cast<float*>(base);
+    p.partial_out = reinterpret_cast<float*>(base + (values * sizeof(float) + 15) / 16 * 16);
   }
-  if (choice.splits < 2) return;
-  const auto values = static_cast<std::size_t>(choice.splits) * static_cast<std::size_t>(request.rows);
-  auto* base = static_cast<unsigned char*>(scratch.data);
-  p.num_splits = choice.splits;
-  p.partial_lse = reinterpret_cast<float*>(base);
-  p.partial_out = reinterpret_cast<float*>(base + (values * sizeof(float) + 15) / 16 * 16);
+  if (log_level() <= LogLevel::debug) log(LogLevel::debug, describe_launch(*call.plan, *flash, index, call.operation));
+  vendor_.launch(queue, p, params().dtype, flash->kernel);
 }
 
 }  // namespace mla::gpu

@@ -1,8 +1,9 @@
 // The flash-attention backend class shared by CUDA_FLASH and HIP_FLASH: one
 // source, two vendors. Plain C++ (no vendor header): each vendor folder builds
 // it with a FlashVendor naming its queue kind, kernel chooser, kernel launch
-// and LSE merge. prepare() uploads the step's metadata and heaviest-first
-// work lists; the run_* calls launch one kernel each.
+// and LSE merge. A plan holds the kernel tile, the step's cu_seqlens and
+// heaviest-first work lists (words for the workspace) and each phase's
+// split-KV count; a call launches one kernel from it and keeps nothing.
 #pragma once
 
 #include <initializer_list>
@@ -60,30 +61,28 @@ class GpuFlashBackend final : public PrefillBackend {
   GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor);
 
   std::string name() const override { return vendor_.backend_name; }
-  void prepare(Queue& queue, const PrefillMetadata& metadata) override;
-  // Binds the caller's device arrays: nothing is copied, allocated or waited for.
-  void prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) override;
-  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<OutputScale> out_scale = std::nullopt,
-                                 std::optional<TensorView> lse = std::nullopt) override;
-  AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
-                                    std::optional<TensorView> lse = std::nullopt) override;
-  void merge_attn_states(Queue& queue, const MergeArgs& args) override;
+  void merge_attn_states(Queue& queue, const MergeArgs& args) const override;
   // bfloat16 and float16 latents stay in that dtype.
   DType latent_dtype(DType compute) const override;
   void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
-                      const TensorView& k) override;
+                      const TensorView& k) const override;
   void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
-                       const TensorView& v) override;
+                       const TensorView& v) const override;
   bool supports_quant_output(QuantKey key) const override;
 
+ protected:
+  // Error(not_supported) unless `queue` is the vendor's queue kind.
+  void check_queue(const Queue& queue, const char* operation) const override;
+  // The chooser's tile for the queue's device (Error(not_supported) with its
+  // reason where none serves), the work lists and the split decisions.
+  AttentionPlan make_plan(const Queue& queue, const PrefillMetadata& metadata,
+                          const PlanOptions& options) const override;
+  // Binds the caller's device arrays: nothing is read, copied or waited for.
+  AttentionPlan make_device_plan(Queue& queue, const DevicePrefillMetadata& metadata,
+                                 const PlanOptions& options) const override;
+  void attend(Queue& queue, const AttentionCall& call) const override;
+
  private:
-  // Error(not_supported) unless `queue` is the vendor's queue kind on a device
-  // the chooser accepts; for runs also Error(invalid_argument) unless it is on
-  // prepare()'s device. Returns the chooser's tile for that device.
-  KernelTile require_queue(const Queue& queue, const char* call, bool check_prepared_device) const;
   // What both attention calls check of their operands (named in order q, k,
   // v, out) besides the shared argument checks: the kernels' layout.
   struct Operand {
@@ -91,28 +90,17 @@ class GpuFlashBackend final : public PrefillBackend {
     const TensorView* view;  // null: not given
   };
   void check_kernel_layouts(std::initializer_list<Operand> operands) const;
-  // `call` names the call in the debug log ("new tokens", "context chunk 2").
-  void launch(Queue& queue, const gpu::DevicePhase& phase, const TensorView& q, const TensorView& k,
-              const TensorView& v, float scale, const AttentionResult& result, std::optional<OutputScale> out_scale,
-              const std::string& call);
-  // Split-KV (split_kv.hpp): cuts the launch's keys into ranges when its
-  // blocks cannot fill the device and the lent scratch holds the partials;
-  // logs the choice at debug level.
-  void split_keys(const Queue& queue, FlashParams& p, const gpu::DevicePhase& phase, const std::string& call) const;
+  // The sizes every plan shares and the chooser's tile for `queue`'s device.
+  AttentionPlan plan_sizes(const Queue& queue, FlashPlan& flash) const;
+  // Split-KV (split_kv.hpp): the ranges each phase's launch cuts its keys
+  // into when its blocks cannot fill the device and the plan holds the
+  // partials (options.split_keys); logs each choice at debug level.
+  void plan_splits(const Queue& queue, AttentionPlan& plan, FlashPlan& flash, const PlanOptions& options) const;
 
   FlashVendor vendor_;
-  // The chooser's tile for the params' dtype and dims: for no device until
-  // prepare(), then for the prepared queue's device (HIP_FLASH's differs by
-  // gfx generation in keys per tile, never in query rows per block).
-  KernelTile kernel_;
+  // A projector with state that lives as long as the backend (a library
+  // handle, chosen algorithms): a resource, not per-call state.
   std::unique_ptr<LatentProjector> projector_;  // vendor_.make_projector's, if any
-  gpu::DeviceMetadata device_metadata_;
-  // The queue prepare() uploaded on: a run on a queue over another stream of
-  // the same device is ordered after that upload with an event (no stream
-  // order covers it), and the host does not wait.
-  std::optional<Queue> prepared_queue_;
-  // A run since prepare() was on another stream than prepared_queue_'s.
-  bool ran_on_other_stream_ = false;
 };
 
 }  // namespace mla::gpu

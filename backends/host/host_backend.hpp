@@ -31,23 +31,19 @@ class HostBackend : public PrefillBackend {
  public:
   using PrefillBackend::PrefillBackend;
 
-  void prepare(Queue& queue, const PrefillMetadata& metadata) override;
-  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<OutputScale> out_scale = std::nullopt,
-                                 std::optional<TensorView> lse = std::nullopt) override;
-  AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
-                                    std::optional<TensorView> lse = std::nullopt) override;
-  void merge_attn_states(Queue& queue, const MergeArgs& args) override;
+  void merge_attn_states(Queue& queue, const MergeArgs& args) const override;
   // Both host kernels write fp8 e4m3 output with a static per-tensor scale.
   bool supports_quant_output(QuantKey key) const override;
 
  protected:
+  // Every call and plan needs a host queue.
+  void check_queue(const Queue& queue, const char* operation) const override;
+  // One HostAttentionProblem over the plan's host lengths.
+  void attend(Queue& queue, const AttentionCall& call) const override;
   // Called with arguments that passed the shared checks, on the host queue;
   // a merge's out_scale is a host value by then (never is_device()).
-  virtual void attention(const HostAttentionProblem& problem) = 0;
-  virtual void merge(const MergeArgs& args) = 0;
+  virtual void attention(const HostAttentionProblem& problem) const = 0;
+  virtual void merge(const MergeArgs& args) const = 0;
 };
 
 }  // namespace mla::detail

@@ -40,7 +40,7 @@ KokkosBackend::KokkosBackend(const BackendParams& params) : HostBackend(params) 
 
 // The application may have finalised Kokkos since construction; each call
 // checks again (a no-op when it is running).
-void KokkosBackend::attention(const detail::HostAttentionProblem& problem) {
+void KokkosBackend::attention(const detail::HostAttentionProblem& problem) const {
   ensure_initialized();
   const KernelTurn turn;
   flash_attention(problem);
@@ -60,7 +60,7 @@ std::string KokkosBackend::kernel_info() const {
 }
 
 void KokkosBackend::project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
-                                    const TensorView& k, const TensorView& v) {
+                                    const TensorView& k, const TensorView& v) const {
   require_queue_kind(name(), "project_latents", {DeviceBackend::host}, queue);
   check_latent_projection(queue, latents, kv_b_proj, k, v);
   ensure_initialized();
@@ -68,7 +68,7 @@ void KokkosBackend::project_latents(Queue& queue, const TensorView& latents, con
   kokkos::project_latents(latents, kv_b_proj, k, v);
 }
 
-void KokkosBackend::merge(const MergeArgs& args) {
+void KokkosBackend::merge(const MergeArgs& args) const {
   ensure_initialized();
   const KernelTurn turn;
   merge_states(args);

@@ -18,13 +18,13 @@ class KokkosBackend final : public detail::HostBackend {
   std::string kernel_info() const override;
   // The up-projection as a register-blocked GEMM (projection.cpp).
   void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
-                       const TensorView& v) override;
+                       const TensorView& v) const override;
 
  protected:
   // Kernels run on Kokkos' default host execution space, which reads the
   // memory of the host queue; GPU queues are refused.
-  void attention(const detail::HostAttentionProblem& problem) override;
-  void merge(const MergeArgs& args) override;
+  void attention(const detail::HostAttentionProblem& problem) const override;
+  void merge(const MergeArgs& args) const override;
 };
 
 }  // namespace mla::kokkos

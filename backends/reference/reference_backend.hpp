@@ -24,11 +24,11 @@ class ReferenceBackend final : public detail::HostBackend {
   std::string name() const override { return "REFERENCE"; }
   // The MLA step's up-projection in fp64 (reference_latents.cpp).
   void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
-                       const TensorView& v) override;
+                       const TensorView& v) const override;
 
  protected:
-  void attention(const AttentionProblem& problem) override { reference::attention(problem); }
-  void merge(const MergeArgs& args) override { reference::merge(args); }
+  void attention(const AttentionProblem& problem) const override { reference::attention(problem); }
+  void merge(const MergeArgs& args) const override { reference::merge(args); }
 };
 
 }  // namespace mla::reference

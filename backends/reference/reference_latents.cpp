@@ -28,7 +28,7 @@ std::vector<double> widen(const TensorView& view) {
 }  // namespace
 
 void ReferenceBackend::project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
-                                       const TensorView& k, const TensorView& v) {
+                                       const TensorView& k, const TensorView& v) const {
   require_queue_kind(name(), "project_latents", {DeviceBackend::host}, queue);
   check_latent_projection(queue, latents, kv_b_proj, k, v);
   const std::int64_t tokens = latents.size(0), width = latents.size(1);

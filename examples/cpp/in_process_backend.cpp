@@ -8,37 +8,34 @@
 
 #include "random_tensor.hpp"  // random_tensor(queue, dtype, shape): random values on the queue's device
 
-// A backend is a PrefillBackend: a constructor from BackendParams, a name and the
-// three operations. This one hands them to REFERENCE; yours runs its own kernels.
-// The checks of mla/backend/checks.hpp (check_new_tokens_args, ...) and allocate_result do the
-// argument checks and the outputs the caller did not pass.
+// A backend is a PrefillBackend: a constructor from BackendParams, a name, a
+// plan (make_plan), one attention call on a plan (attend) and the merge. The
+// interface checks every call's arguments against the plan and allocates the
+// outputs the caller did not pass before attend runs. This one hands its
+// calls to REFERENCE; yours runs its own kernels.
 class MyBackend final : public mla::PrefillBackend {
  public:
   explicit MyBackend(const mla::BackendParams& params)
       : PrefillBackend(params),
         inner_(mla::builtin_mla_prefill_entry(mla::MlaPrefillBackendKind::REFERENCE)->factory(params)) {}
   std::string name() const override { return "MY_BACKEND"; }
-  void prepare(mla::Queue& queue, const mla::PrefillMetadata& metadata) override {
-    PrefillBackend::prepare(queue, metadata);  // checks and keeps the metadata
-    inner_->prepare(queue, metadata);
-  }
-  mla::AttentionResult run_new_tokens(mla::Queue& queue, const mla::TensorView& q, const mla::TensorView& k,
-                                      const mla::TensorView& v, float scale, bool return_lse,
-                                      std::optional<mla::TensorView> out, std::optional<mla::OutputScale> out_scale,
-                                      std::optional<mla::TensorView> lse) override {
-    mla::check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
-    return inner_->run_new_tokens(queue, q, k, v, scale, return_lse, out, out_scale, lse);
-  }
-  mla::AttentionResult run_context_chunk(mla::Queue& queue, int chunk, const mla::TensorView& q,
-                                         const mla::TensorView& k, const mla::TensorView& v, float scale,
-                                         std::optional<mla::TensorView> out,
-                                         std::optional<mla::TensorView> lse) override {
-    mla::check_chunk_args(*this, queue, chunk, q, k, v, scale, out, lse);
-    return inner_->run_context_chunk(queue, chunk, q, k, v, scale, out, lse);
-  }
-  void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) override {
+  void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) const override {
     mla::check_merge_args(queue, args);
     inner_->merge_attn_states(queue, args);
+  }
+
+ protected:
+  // A plan: the step's sizes and lengths (the default make_plan) with
+  // REFERENCE's own plan inside. A backend with kernels of its own puts its
+  // work lists and workspace size here instead.
+  mla::AttentionPlan make_plan(const mla::Queue& queue, const mla::PrefillMetadata& metadata,
+                               const mla::PlanOptions& options) const override {
+    return mla::wrap_plan(PrefillBackend::make_plan(queue, metadata, options), inner_->plan(queue, metadata, options));
+  }
+  // One attention call whose arguments already passed the shared checks,
+  // with its outputs allocated: the new tokens (call.chunk < 0) or a chunk.
+  void attend(mla::Queue& queue, const mla::AttentionCall& call) const override {
+    mla::run_wrapped(*inner_, queue, call);
   }
 
  private:

@@ -16,6 +16,7 @@
 
 #include "conformance/conformance_fixture.hpp"
 #include "error_message.hpp"
+#include "log_capture.hpp"
 #include "mla/backend/latents.hpp"
 
 namespace mla::testing {
@@ -490,6 +491,81 @@ TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
           << error.what();
     }
   }
+}
+
+// One lifecycle for the step and single calls: the attention plan kept in
+// the step's plan (planned once with the backend) is the one the backend
+// makes from the step's lengths, with the same words (cu_seqlens and the
+// flash backends' heaviest-first work lists) and split decisions; the step
+// run with the caller's workspace (the path an engine captures into a CUDA
+// graph) launches the schedules of the step planned on the run, logs the
+// same launches and writes the same bits.
+TEST_P(MlaStep, APlanKeptInTheStepLaunchesTheSameWorkAsOnePlannedOnTheRun) {
+  Step s = make_step({5, 0, 9, 3, 1}, {21, 7, 0, 40, 0}, 16);
+  const std::int64_t nq = s.metadata.cu_seqlens_q.back();
+  const MlaStepPlan kept = plan_mla_prefill(*backend_, queue_, s.metadata, s.block_size, 24);
+  const MlaStepPlan bare = plan(s, 24);
+  ASSERT_TRUE(kept.attention_plan.has_value());
+  EXPECT_FALSE(bare.attention_plan.has_value());
+  EXPECT_EQ(kept.workspace_bytes, bare.workspace_bytes);
+  PlanOptions split;
+  split.split_keys = true;
+  const AttentionPlan eager = backend_->plan(queue_, kept.attention, split);
+  EXPECT_EQ(kept.attention_plan->workspace_words, eager.workspace_words);
+  EXPECT_EQ(kept.attention_plan->workspace_bytes, eager.workspace_bytes);
+  EXPECT_EQ(kept.attention_plan->num_chunks(), static_cast<int>(kept.num_chunks()));
+  EXPECT_GT(kept.num_chunks(), 1u);
+
+  const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+  const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+  const MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
+  OwnedTensor out = OwnedTensor::device(queue_, dtype(), {nq, heads(), v_dim()});
+  OwnedTensor lse = OwnedTensor::device(queue_, DType::float32, {heads(), nq});
+  UsmBuffer workspace = UsmBuffer::device(queue_, kept.workspace_bytes);
+  const auto run = [&](const MlaStepPlan& step_plan, std::vector<std::string>& lines) {
+    queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
+    queue_.memset(workspace.get(), 0xff, workspace.bytes());
+    {
+      const ScopedLogCapture capture(lines);
+      run_mla_prefill(*backend_, queue_, step_plan, in, {out.view, lse.view}, {workspace.get(), workspace.bytes()},
+                      scale_);
+      queue_.wait();
+    }
+    return std::make_pair(fetch(out.view), fetch(lse.view));
+  };
+  std::vector<std::string> kept_lines, bare_lines;
+  const auto kept_result = run(kept, kept_lines);
+  const auto bare_result = run(bare, bare_lines);
+  const auto launches = [](const std::vector<std::string>& lines) {
+    std::vector<std::string> found;
+    for (const std::string& line : lines) {
+      if (line.find(" work items") != std::string::npos || line.find(" blocks over") != std::string::npos) {
+        found.push_back(line);
+      }
+    }
+    return found;
+  };
+  EXPECT_EQ(launches(kept_lines), launches(bare_lines));
+  if (!eager.workspace_words.empty()) {
+    // A flash backend: one launch per phase, each from a work list.
+    const std::vector<std::string> found = launches(kept_lines);
+    EXPECT_EQ(found.size(), kept.num_chunks() + 1);
+    for (const std::string& line : found) EXPECT_NE(line.find("heaviest first"), std::string::npos) << line;
+  }
+  const HostTensor& got_out = kept_result.first;
+  ASSERT_EQ(got_out.storage_bytes(), bare_result.first.storage_bytes());
+  EXPECT_EQ(std::memcmp(got_out.storage(), bare_result.first.storage(), got_out.storage_bytes()), 0);
+  EXPECT_EQ(std::memcmp(kept_result.second.storage(), bare_result.second.storage(), kept_result.second.storage_bytes()),
+            0);
+  EXPECT_TRUE(matches_oracle(s, kept, "plan kept in the step"));
+
+  // A kept plan runs on its own backend only.
+  MlaStepPlan mixed = kept;
+  mixed.attention_plan->params.num_heads += 1;
+  const std::string refusal = invalid_argument_message([&] {
+    run_mla_prefill(*backend_, queue_, mixed, in, {out.view, lse.view}, {}, scale_);
+  });
+  EXPECT_NE(refusal.find("the plan was made by"), std::string::npos) << refusal;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaStep,

@@ -26,6 +26,7 @@
 #include "config/scoped_env.hpp"
 #include "cuda/hopper_capability.hpp"
 #include "gpu_test_support.hpp"
+#include "log_capture.hpp"
 #include "mla/config.hpp"
 #if defined(MLA_TEST_EMULATED_CUDA) || defined(MLA_TEST_EMULATED_HOPPER)
 #define MLA_TEST_EMULATED 1
@@ -263,27 +264,6 @@ TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
     }
   }
 }
-
-// The library's log at debug level into `lines` for the life of the object.
-// Restored however the scope ends: a sink left behind by a test that threw
-// would write into a vector that no longer exists during the next test.
-class ScopedLogCapture {
- public:
-  explicit ScopedLogCapture(std::vector<std::string>& lines) : level_(log_level()) {
-    set_log_level(LogLevel::debug);
-    previous_ = set_log_sink([&lines](LogLevel, std::string_view line) { lines.emplace_back(line); });
-  }
-  ~ScopedLogCapture() {
-    set_log_sink(previous_);
-    set_log_level(level_);
-  }
-  ScopedLogCapture(const ScopedLogCapture&) = delete;
-  ScopedLogCapture& operator=(const ScopedLogCapture&) = delete;
-
- private:
-  LogLevel level_;
-  LogSink previous_;
-};
 
 // Split-KV: few queries against long key ranges (the shape that leaves most
 // of a GPU idle), through run_prefill_step with the caller's workspace, which

@@ -44,5 +44,7 @@ expect_failure core/include/mla/plugin/abi.h '#include "mla/tensor.hpp"' "the pl
 expect_failure platform/src/platform.cpp '#include "cuda_hip/gpu_runtime.hpp"' "platform includes the backends layer"
 expect_failure backends/cuda/sm80_primitives.cuh '#include "simt/sm80.hpp"' "shipping GPU code includes the emulator"
 expect_failure backends/cuda_hip/gpu_device.hpp '#if defined(MLA_SIMT_EMULATION)' "shipping GPU code branches on the emulator"
+expect_failure backends/cuda_hip/gpu_flash_backend.hpp '  mutable int calls_ = 0;' "a backend keeps per-call state"
+expect_failure core/src/plugin/plugin_backend.cpp '  std::optional<Queue> prepared_queue_;' "a backend keeps per-call state"
 rm -rf "$scratch"
 echo "planted includes: all caught"

@@ -3,6 +3,7 @@
 // register_mla_prefill_backend (vLLM's direct call).
 #include <cmath>
 
+#include "mla/backend/checks.hpp"
 #include "mla/backend/registration.hpp"
 #include "plugin_support.hpp"
 
@@ -17,24 +18,17 @@ class WrappedReference final : public mla::PrefillBackend {
       : PrefillBackend(params),
         inner_(mla::builtin_mla_prefill_entry(mla::MlaPrefillBackendKind::REFERENCE)->factory(params)) {}
   std::string name() const override { return Name; }
-  void prepare(mla::Queue& queue, const mla::PrefillMetadata& metadata) override {
-    PrefillBackend::prepare(queue, metadata);
-    inner_->prepare(queue, metadata);
-  }
-  mla::AttentionResult run_new_tokens(mla::Queue& queue, const mla::TensorView& q, const mla::TensorView& k,
-                                      const mla::TensorView& v, float scale, bool return_lse,
-                                      std::optional<mla::TensorView> out, std::optional<mla::OutputScale> out_scale,
-                                      std::optional<mla::TensorView> lse) override {
-    return inner_->run_new_tokens(queue, q, k, v, scale, return_lse, out, out_scale, lse);
-  }
-  mla::AttentionResult run_context_chunk(mla::Queue& queue, int chunk_index, const mla::TensorView& q,
-                                         const mla::TensorView& k, const mla::TensorView& v, float scale,
-                                         std::optional<mla::TensorView> out,
-                                         std::optional<mla::TensorView> lse) override {
-    return inner_->run_context_chunk(queue, chunk_index, q, k, v, scale, out, lse);
-  }
-  void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) override {
+  void merge_attn_states(mla::Queue& queue, const mla::MergeArgs& args) const override {
     inner_->merge_attn_states(queue, args);
+  }
+
+ protected:
+  mla::AttentionPlan make_plan(const mla::Queue& queue, const mla::PrefillMetadata& metadata,
+                               const mla::PlanOptions& options) const override {
+    return mla::wrap_plan(PrefillBackend::make_plan(queue, metadata, options), inner_->plan(queue, metadata, options));
+  }
+  void attend(mla::Queue& queue, const mla::AttentionCall& call) const override {
+    mla::run_wrapped(*inner_, queue, call);
   }
 
  private:

@@ -403,20 +403,11 @@ class CheckingBackend final : public PrefillBackend {
  public:
   using PrefillBackend::PrefillBackend;
   std::string name() const override { return "CHECKING"; }
-  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                 std::optional<OutputScale> out_scale = std::nullopt,
-                                 std::optional<TensorView> lse = std::nullopt) override {
-    mla::check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
-    return mla::allocate_result(*this, queue, metadata().num_q_tokens(), return_lse, out, params().dtype, lse);
-  }
-  AttentionResult run_context_chunk(Queue& queue, int chunk, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
-                                    std::optional<TensorView> lse = std::nullopt) override {
-    mla::check_chunk_args(*this, queue, chunk, q, k, v, scale, out, lse);
-    return mla::allocate_result(*this, queue, metadata().num_q_tokens(), true, out, params().dtype, lse);
-  }
-  void merge_attn_states(Queue& queue, const MergeArgs& args) override { check_merge_args(queue, args); }
+  void merge_attn_states(Queue& queue, const MergeArgs& args) const override { check_merge_args(queue, args); }
+
+ protected:
+  // The interface has checked the arguments and allocated the outputs.
+  void attend(Queue&, const AttentionCall&) const override {}
 };
 
 TEST_F(Arguments, MemoryTheQueueCannotReadIsRefused) {

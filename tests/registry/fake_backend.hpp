@@ -22,16 +22,12 @@ class FakeBackend final : public PrefillBackend {
  public:
   FakeBackend(const BackendParams& params, std::string name) : PrefillBackend(params), name_(std::move(name)) {}
   std::string name() const override { return name_; }
-  AttentionResult run_new_tokens(Queue&, const TensorView&, const TensorView&, const TensorView&, float, bool,
-                                 std::optional<TensorView>, std::optional<OutputScale>,
-                                 std::optional<TensorView>) override {
+  void merge_attn_states(Queue&, const MergeArgs&) const override {
     raise(ErrorCategory::not_supported, "fake backend " + name_ + " does not compute");
   }
-  AttentionResult run_context_chunk(Queue&, int, const TensorView&, const TensorView&, const TensorView&, float,
-                                    std::optional<TensorView>, std::optional<TensorView>) override {
-    raise(ErrorCategory::not_supported, "fake backend " + name_ + " does not compute");
-  }
-  void merge_attn_states(Queue&, const MergeArgs&) override {
+
+ protected:
+  void attend(Queue&, const AttentionCall&) const override {
     raise(ErrorCategory::not_supported, "fake backend " + name_ + " does not compute");
   }
 

@@ -194,12 +194,12 @@ struct MergeArgs {
   std::optional<OutputScale> out_scale;                     // required for fp8 output
 };
 
-// The token counts of a prepared step, whichever form its metadata came in.
-struct StepSizes {
-  int batch_size = 0;
-  std::int64_t num_q_tokens = 0;
-  std::int64_t num_k_tokens = 0;
-  std::vector<std::int64_t> chunk_k_tokens;  // one entry per context chunk
+// Memory of the caller's that a call works in: `bytes` at `data`, 64-byte
+// aligned, in memory the queue's device reads and writes. Empty (null, 0
+// bytes) where the call needs none (AttentionPlan::workspace_bytes == 0).
+struct Workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
 };
 
 struct LatentGather;  // mla/backend/latents.hpp
@@ -207,20 +207,84 @@ struct LatentGather;  // mla/backend/latents.hpp
 // Splitting the keys of an attention call (the flash backends' split-KV,
 // docs/contract.md §3): a call whose (query tile, head) blocks cannot fill the
 // GPU cuts its keys into at most max_kv_splits ranges, writes one float32
-// partial output and LSE per range into scratch the caller lends
-// (PrefillBackend::lend_attention_scratch) and merges them by their LSE. The
-// scratch holds splits x query-head rows, at most kv_split_row_budget rows
-// in all, of v_head_dim + 1 floats each.
+// partial output and LSE per range into the plan's workspace and merges them
+// by their LSE. The partials take splits x query-head rows, at most
+// kv_split_row_budget rows in all, of v_head_dim + 1 floats each.
 inline constexpr int max_kv_splits = 16;
 inline constexpr std::int64_t kv_split_row_budget = 16384;
 
-// Bytes of scratch enough for any split of a call over `num_q_tokens`
+// Bytes enough for the partials of any split of a call over `num_q_tokens`
 // queries: min(max_kv_splits * rows, kv_split_row_budget) rows (rows =
 // num_q_tokens * num_heads) plus 256 bytes of alignment; 0 without queries.
-// Never less for more queries, so scratch sized for a step serves every
-// smaller one; at most kv_split_row_budget * (v_head_dim + 1) * 4 + 256 bytes
-// (8.5 MB at v_head_dim 128).
+// Never less for more queries; at most kv_split_row_budget * (v_head_dim +
+// 1) * 4 + 256 bytes (8.5 MB at v_head_dim 128).
 std::size_t attention_scratch_size(const BackendParams& params, std::int64_t num_q_tokens);
+
+// How a plan is made.
+struct PlanOptions {
+  // Let the flash backends split a call's keys (split-KV) when its queries
+  // alone cannot fill the GPU; the plan's workspace then holds the
+  // partials. The steps (run_prefill_step, run_mla_prefill) ask for it when
+  // there are context chunks; single calls keep one pass by default, so
+  // their results do not depend on the GPU's size (docs/contract.md §6).
+  bool split_keys = false;
+};
+
+// What a backend keeps in a plan for its own calls (the flash backends: the
+// kernel tile, where the work lists lie in the workspace, each phase's split
+// count). Opaque to everyone else; immutable once planned.
+struct PlanDetail {
+  virtual ~PlanDetail() = default;
+};
+
+// A step's attention calls planned for one backend and one device, once, on
+// the host: a value, so it can be kept, copied, compared and run again, from
+// any thread. What it plans: the new tokens (phase 0) and every context
+// chunk (phase 1 + chunk index). Make it with PrefillBackend::plan, put its
+// words where the device reads them with upload_plan, then run any of its
+// calls, in any order, with the tensors of the step (run_new_tokens /
+// run_context_chunk taking the plan): those calls keep no state and change
+// nothing in the backend.
+struct AttentionPlan {
+  std::string backend;  // name() of the backend that planned it
+  BackendParams params;
+  DeviceBackend queue_kind = DeviceBackend::host;  // the queue it was planned for
+  int device_index = 0;
+  // The step's sizes.
+  int batch_size = 0;
+  std::int64_t num_q_tokens = 0;
+  std::int64_t num_k_tokens = 0;
+  std::vector<std::int64_t> chunk_k_tokens;  // one entry per context chunk
+  bool causal = true;
+  // The lengths on the host: planned from host metadata, or read back from
+  // device metadata by a backend that reads them on the host. Empty when a
+  // flash backend planned from device metadata (it never reads them).
+  std::optional<PrefillMetadata> lengths;
+  // Bytes of workspace every call of the plan works in (0: none), and the
+  // 32-bit words upload_plan puts at its start: cu_seqlens and heaviest-first
+  // work lists on the flash backends, nothing on the others. The calls of
+  // one plan share the workspace: enqueue them in order on one stream.
+  std::size_t workspace_bytes = 0;
+  std::vector<std::int32_t> workspace_words;
+  std::shared_ptr<const PlanDetail> detail;  // the backend's own part (null: none)
+
+  int num_chunks() const { return static_cast<int>(chunk_k_tokens.size()); }
+};
+
+// What PrefillBackend::run_new_tokens and run_context_chunk hand a backend
+// once the shared checks passed: the phase, the caller's tensors and the
+// result views (allocated on the queue where the caller passed none).
+struct AttentionCall {
+  const AttentionPlan* plan = nullptr;
+  Workspace workspace;  // at least plan->workspace_bytes, words uploaded
+  int chunk = -1;       // -1: the new tokens (causal as planned); else the context chunk (non-causal)
+  TensorView q, k, v;
+  float scale = 1.0f;
+  TensorView out;                        // [Nq, H, V]; float8_e4m3 with out_scale
+  TensorView lse;                        // [H, Nq] float32; empty view: not wanted
+  std::optional<OutputScale> out_scale;  // new tokens only
+  const char* operation = "";            // "run_new_tokens" or "run_context_chunk", for messages
+};
 
 class PrefillBackend {
  public:
@@ -232,41 +296,72 @@ class PrefillBackend {
   virtual std::string name() const = 0;
   const BackendParams& params() const { return params_; }
 
-  // Checks and stores the step's metadata (and uploads it on GPU backends).
-  // Must be called before run_new_tokens / run_context_chunk.
-  virtual void prepare(Queue& queue, const PrefillMetadata& metadata);
-  // The same from metadata that lives on the device. By default it reads the
-  // arrays back (read_device_metadata: one wait on a GPU queue, none on the
-  // host queue) and calls prepare(); the flash backends override it to read
-  // nothing back: no copy, no allocation, no wait, so the step can be
-  // captured into a CUDA graph.
-  virtual void prepare_device(Queue& queue, const DevicePrefillMetadata& metadata);
-  // The host metadata of the step; raises Error(invalid_argument) before
-  // prepare() and after prepare_device() on a backend that kept no host copy.
-  const PrefillMetadata& metadata() const;
-  // The prepared step's token counts (raises before prepare).
-  const StepSizes& step_sizes() const;
+  // ---- Planned calls: no state, one lifecycle (plan, upload, run). ----
+
+  // Checks `metadata` and plans the step's calls for `queue`'s device:
+  // sizes, the kernel tile and work lists on the flash backends, the split
+  // decisions (options.split_keys), the workspace. Reads nothing on the
+  // device and enqueues nothing.
+  AttentionPlan plan(const Queue& queue, const PrefillMetadata& metadata, const PlanOptions& options = {}) const;
+  // The same from metadata that lives on the device: the flash backends read
+  // nothing back (their kernels cover max_seqlen_q tiles of every sequence
+  // and skip the empty ones), so plan, upload and runs can be captured into
+  // a CUDA graph; other backends read the arrays back through `queue` (one
+  // wait on a GPU queue, none on the host queue).
+  AttentionPlan plan(Queue& queue, const DevicePrefillMetadata& metadata, const PlanOptions& options = {}) const;
+  // Copies plan.workspace_words to the start of `workspace` through `queue`
+  // (nothing when there are none). Raises Error(invalid_argument) unless the
+  // workspace holds plan.workspace_bytes at 64-byte alignment.
+  void upload_plan(Queue& queue, const AttentionPlan& plan, const Workspace& workspace) const;
 
   // Causal (metadata.causal) varlen attention of the new tokens, softmax of
   // `scale` * q.k (finite). Results go into `out` [Nq, H, V] and `lse` [H, Nq]
   // float32 when the caller passes them (any strides; `lse` needs
   // return_lse) and are allocated on `queue` otherwise, so a caller that
-  // passes both allocates nothing.
-  virtual AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                         float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
-                                         std::optional<OutputScale> out_scale = std::nullopt,
-                                         std::optional<TensorView> lse = std::nullopt) = 0;
-
+  // passes both allocates nothing. `plan` must be this backend's (or one of
+  // the same name and params) for `queue`'s device, its words uploaded to
+  // `workspace`.
+  AttentionResult run_new_tokens(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
+                                 const TensorView& q, const TensorView& k, const TensorView& v, float scale,
+                                 bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                 std::optional<OutputScale> out_scale = std::nullopt,
+                                 std::optional<TensorView> lse = std::nullopt) const;
   // Non-causal attention of every query against context chunk `chunk_index`;
   // always returns the LSE. Rows whose sequence has no keys: 0 and -inf.
   // `out` (the backend's dtype) and `lse` as for run_new_tokens.
-  virtual AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                            const TensorView& v, float scale,
-                                            std::optional<TensorView> out = std::nullopt,
-                                            std::optional<TensorView> lse = std::nullopt) = 0;
+  AttentionResult run_context_chunk(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
+                                    int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
+                                    float scale, std::optional<TensorView> out = std::nullopt,
+                                    std::optional<TensorView> lse = std::nullopt) const;
 
-  // Joins two partial attentions (docs/contract.md §3).
-  virtual void merge_attn_states(Queue& queue, const MergeArgs& args) = 0;
+  // Joins two partial attentions (docs/contract.md §3). Needs no plan.
+  virtual void merge_attn_states(Queue& queue, const MergeArgs& args) const = 0;
+
+  // ---- The prepared step: a convenience over one plan (vLLM's interface). ----
+
+  // Plans `metadata` (no split-KV), uploads the plan into a workspace the
+  // backend keeps (reused while large enough and every run was on the
+  // upload's stream) and holds both until the next prepare. Must be called
+  // before the run_* calls below.
+  void prepare(Queue& queue, const PrefillMetadata& metadata);
+  // The same from metadata that lives on the device (plan's second form).
+  void prepare_device(Queue& queue, const DevicePrefillMetadata& metadata);
+  // The held plan's host metadata; raises Error(invalid_argument) before
+  // prepare() and after prepare_device() on a backend that kept no host copy.
+  const PrefillMetadata& metadata() const;
+  // The held plan (raises before prepare).
+  const AttentionPlan& prepared_plan() const;
+  // The planned calls with the held plan and workspace; a run on another
+  // stream than the upload's is ordered after it on the device.
+  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
+                                 float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
+                                 std::optional<OutputScale> out_scale = std::nullopt,
+                                 std::optional<TensorView> lse = std::nullopt);
+  AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
+                                    const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
+                                    std::optional<TensorView> lse = std::nullopt);
+
+  // ---- The MLA step's gather and up-projection, and descriptions. ----
 
   // The dtype of the latents run_mla_prefill passes from gather_latents to
   // project_latents for keys and values of `compute`: float32 by default;
@@ -282,23 +377,15 @@ class PrefillBackend {
   // the cache), and k[t, h, P:P+R] = its rope key, for every head h, in k's
   // dtype. The default runs on the host and needs a host queue (else
   // Error(not_supported)); the flash backends launch a kernel on theirs.
-  virtual void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k);
+  virtual void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
+                              const TensorView& k) const;
   // The up-projection: for head h, k[t, h, :P] = latents[t] . kv_b_proj[h*(P+V) + j]
   // over j < P and v[t, h, :] the same over the V rows after them, summed
   // in float32 in order of the latent index. Default as for gather_latents.
   virtual void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
-                               const TensorView& k, const TensorView& v);
+                               const TensorView& k, const TensorView& v) const;
 
   virtual bool supports_quant_output(QuantKey key) const;
-
-  // Lends the backend `bytes` of scratch at `data` (memory the queue's
-  // device reads and writes, 16-byte aligned) for the attention calls of
-  // the prepared step, until the next prepare() or prepare_device(), which
-  // take it back. The flash backends split a call's keys into it
-  // (attention_scratch_size) when the call's queries alone cannot fill the
-  // GPU; without it they never split. Other backends ignore it.
-  // run_prefill_step and run_mla_prefill lend part of their workspace.
-  void lend_attention_scratch(void* data, std::size_t bytes);
 
   // What runs under the name, for reports and benchmarks (e.g. which ISA
   // variant of the KOKKOS kernel this CPU gets); empty when there is nothing
@@ -306,21 +393,34 @@ class PrefillBackend {
   virtual std::string kernel_info() const { return {}; }
 
  protected:
-  // What a prepare_device override calls first: checks the sizes and
-  // pointers and records the step without host arrays.
-  void record_device_step(const DevicePrefillMetadata& metadata);
-  // What lend_attention_scratch lent since the last prepare (null, 0: none).
-  struct Scratch {
-    void* data = nullptr;
-    std::size_t bytes = 0;
-  };
-  Scratch attention_scratch() const { return scratch_; }
+  // What a backend supplies. check_queue runs first in every planned call
+  // and plan (`operation` names it): Error(not_supported) for a queue the
+  // backend cannot use. The default accepts any queue.
+  virtual void check_queue(const Queue& queue, const char* operation) const;
+  // Plans checked host metadata. The default fills the sizes and lengths
+  // and needs no workspace: right for backends that read the lengths on the
+  // host at run time.
+  virtual AttentionPlan make_plan(const Queue& queue, const PrefillMetadata& metadata,
+                                  const PlanOptions& options) const;
+  // Plans checked device metadata. The default reads the arrays back
+  // (read_device_metadata) and calls make_plan.
+  virtual AttentionPlan make_device_plan(Queue& queue, const DevicePrefillMetadata& metadata,
+                                         const PlanOptions& options) const;
+  // One attention call whose arguments passed the shared checks.
+  virtual void attend(Queue& queue, const AttentionCall& call) const = 0;
 
  private:
+  AttentionResult run_call(Queue& queue, AttentionCall& call, bool return_lse, std::optional<TensorView> out,
+                           std::optional<TensorView> lse) const;
+  void hold(Queue& queue, AttentionPlan plan);
+  // Orders a convenience run on `queue` after the held plan's upload.
+  void order_after_upload(Queue& queue);
+
   BackendParams params_;
-  Scratch scratch_;
-  std::optional<PrefillMetadata> metadata_;
-  std::optional<StepSizes> sizes_;
+  // The prepared step (the convenience only): the plan, the workspace its
+  // words were uploaded to, and the queue of the upload.
+  struct Prepared;
+  std::shared_ptr<Prepared> prepared_;
 };
 
 using BackendFactory = std::function<std::unique_ptr<PrefillBackend>(const BackendParams&)>;
@@ -351,22 +451,40 @@ struct PrefillStepBuffers {
   std::size_t workspace_bytes = 0;
 };
 
-// Bytes of workspace run_prefill_step needs for `metadata`: an LSE of the
-// new tokens (the merges need one when the caller wants none) and, with
-// context chunks, the chunk results, the merges' second buffer and the
-// scratch of split attention calls (attention_scratch_size).
+// The fewest query rows a flash backend's tile has (a warp's 16 rows):
+// attention_workspace_size counts work lists at this tile height.
+inline constexpr int min_planned_query_tile_rows = 16;
+
+// Bytes of workspace enough for any built-in backend's plan of `metadata`
+// with `options` (AttentionPlan::workspace_bytes is never more): the words
+// of the flash backends' cu_seqlens and work lists at their smallest query
+// tile, and the split-KV partials (attention_scratch_size) with
+// options.split_keys. It depends on the batch size, the token count and the
+// number of chunks only, so host and device metadata of one step get the
+// same figure (a device plan uses no words: its kernels read the caller's
+// arrays).
+std::size_t attention_workspace_size(const BackendParams& params, const PrefillMetadata& metadata,
+                                     const PlanOptions& options = {});
+std::size_t attention_workspace_size(const BackendParams& params, const DevicePrefillMetadata& metadata,
+                                     const PlanOptions& options = {});
+
+// Bytes of workspace run_prefill_step needs for `metadata`: the attention
+// plan's (attention_workspace_size, with split-KV when there are context
+// chunks), an LSE of the new tokens (the merges need one when the caller
+// wants none) and, with context chunks, the chunk results and the merges'
+// second buffer.
 std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata);
 std::size_t prefill_step_workspace_size(const BackendParams& params, const DevicePrefillMetadata& metadata);
 
-// The step without allocating: prepare() (which on GPU backends reuses its
-// metadata buffer once it is large enough), then every operation into
-// `buffers`. On a steady stream of steps no larger than an earlier one, it
-// makes no allocation and waits for nothing on the host.
+// The step without allocating: plans it (split-KV when there are context
+// chunks), uploads the plan into the workspace and runs every call into
+// `buffers`, leaving the backend's prepared step alone. On a steady stream
+// of steps it makes no allocation and waits for nothing on the host.
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers);
 
-// The same with metadata on the device, through prepare_device(): on the
+// The same with metadata on the device, planned from it: on the
 // flash backends, with a borrowed stream and buffers of the caller's, the
 // whole step only enqueues kernels, so it can be captured into a CUDA graph
 // and replayed after the engine rewrites the arrays and tensors in place

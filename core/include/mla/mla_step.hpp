@@ -100,13 +100,9 @@ struct MlaStepOutputs {
   TensorView lse;  // [H, Nq] float32; empty view: not wanted
 };
 
-// Memory of the caller's for one step: MlaStepPlan::workspace_bytes or more,
-// 64-byte aligned, in memory the queue reaches. Empty (null, 0 bytes): the
-// run allocates it on the queue and frees it before it returns.
-struct Workspace {
-  void* data = nullptr;
-  std::size_t bytes = 0;
-};
+// A step's workspace (mla/backend.hpp's Workspace): MlaStepPlan::workspace_bytes
+// or more. Empty (null, 0 bytes): run_mla_prefill allocates it on the queue
+// and frees it before it returns.
 
 // Where a step's largest block id comes from: the cache must have more blocks.
 struct BlockTableEntry {
@@ -142,14 +138,18 @@ struct MlaStepPlan {
   // cu_seqlens_k; chunk c's are [slot_offsets[c], slot_offsets[c + 1]).
   std::vector<std::int64_t> slots;
   std::vector<std::int64_t> slot_offsets;
-  // The cu_seqlens the queue reads, as the workspace holds them: the new
-  // tokens' (attention.cu_seqlens_q), then each chunk's cu_seqlens_k.
-  std::vector<std::int32_t> device_cu_seqlens;
-  // Bytes of workspace the run needs: the metadata and gather lists the
-  // queue reads, float32 latents, keys and values for the new tokens or the
-  // largest chunk, and, when there is context, three partial results and the
-  // scratch of split attention calls (attention_scratch_size). An engine
-  // sizes one workspace for its largest step; a smaller step fits in it.
+  // The attention calls planned by the backend the step runs on (its
+  // cu_seqlens, heaviest-first work lists and split-KV decisions: one phase
+  // for the new tokens, one per chunk), when the step was planned with the
+  // backend; otherwise run_mla_prefill plans them from `attention` on every
+  // run.
+  std::optional<AttentionPlan> attention_plan;
+  // Bytes of workspace the run needs: the attention plan's words and split-KV
+  // partials (attention_workspace_size; split-KV when there is context), the
+  // gather lists the queue reads, float32 latents, keys and values for the
+  // new tokens or the largest chunk, and, when there is context, three
+  // partial results. An engine sizes one workspace for its largest step; a
+  // smaller step fits in it.
   std::size_t workspace_bytes = 0;
 
   std::size_t num_chunks() const { return context.chunks.size(); }
@@ -168,6 +168,16 @@ MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata&
 // sequence exactly once.
 MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata& metadata, int block_size,
                              const ContextPlan& chunks);
+
+// The same, with the step's attention planned by `backend` for `queue`'s
+// device and kept in the plan (MlaStepPlan::attention_plan): the kernel
+// chooser, the work lists and the split decisions are worked out here once,
+// not on every run. Run it on that backend (or one of the same name and
+// parameters) and a queue of that device.
+MlaStepPlan plan_mla_prefill(const PrefillBackend& backend, const Queue& queue, const MlaStepMetadata& metadata,
+                             int block_size, std::int64_t workspace_tokens);
+MlaStepPlan plan_mla_prefill(const PrefillBackend& backend, const Queue& queue, const MlaStepMetadata& metadata,
+                             int block_size, const ContextPlan& chunks);
 
 // Where one run_mla_prefill's time went, in milliseconds between events on
 // its queue: gathering rows,
@@ -192,12 +202,10 @@ struct MlaStepPhases {
 // (PrefillBackend::gather_latents and project_latents): on the host for
 // REFERENCE, KOKKOS and plugins, as kernels on the GPU for the flash
 // backends. With a workspace the call allocates nothing on the queue: the
-// plan's metadata and gather lists are copied into it (one copy from the
-// host, which may wait for the queue) and the backend reads them there
-// (prepare_device). `out_scale` writes out as float8_e4m3, on backends that
-// support it. With `phases` the call records events between the phases and
-// waits for the queue at the end to fill it in; without, it returns without
-// waiting for the kernels.
+// plan's attention words and gather lists are copied into it (copies from
+// the host, which may wait for the queue) and the backend reads them there. `out_scale` writes out as float8_e4m3, on
+// backends that support it. With `phases` the call records events between the phases and waits for the queue at the end
+// to fill it in; without, it returns without waiting for the kernels.
 void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
                      const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
                      std::optional<OutputScale> out_scale = std::nullopt, MlaStepPhases* phases = nullptr);

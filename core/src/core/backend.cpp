@@ -257,64 +257,14 @@ std::size_t attention_scratch_size(const BackendParams& params, std::int64_t num
          256;
 }
 
-void PrefillBackend::lend_attention_scratch(void* data, std::size_t bytes) {
-  if (data == nullptr && bytes > 0)
-    bad_argument(name() + ": lend_attention_scratch of " + std::to_string(bytes) + " bytes at null");
-  if (reinterpret_cast<std::uintptr_t>(data) % 16 != 0) {
-    bad_argument(name() + ": attention scratch must be 16-byte aligned");
-  }
-  scratch_ = Scratch{data, bytes};
-}
-
-void PrefillBackend::prepare(Queue& /*queue*/, const PrefillMetadata& metadata) {
-  check_metadata(metadata);
-  scratch_ = Scratch{};
-  metadata_ = metadata;
-  StepSizes sizes;
-  sizes.batch_size = metadata.batch_size();
-  sizes.num_q_tokens = metadata.num_q_tokens();
-  sizes.num_k_tokens = metadata.num_k_tokens();
-  for (const PrefillMetadata::Chunk& chunk : metadata.chunks) sizes.chunk_k_tokens.push_back(chunk.cu_seqlens_k.back());
-  sizes_ = std::move(sizes);
-}
-
-void PrefillBackend::prepare_device(Queue& queue, const DevicePrefillMetadata& metadata) {
-  prepare(queue, read_device_metadata(queue, metadata));
-}
-
-void PrefillBackend::record_device_step(const DevicePrefillMetadata& metadata) {
-  check_device_metadata(metadata);
-  scratch_ = Scratch{};
-  StepSizes sizes;
-  sizes.batch_size = metadata.batch_size;
-  sizes.num_q_tokens = metadata.num_q_tokens;
-  sizes.num_k_tokens = metadata.num_k_tokens;
-  for (const DevicePrefillMetadata::Chunk& chunk : metadata.chunks) sizes.chunk_k_tokens.push_back(chunk.num_k_tokens);
-  metadata_.reset();
-  sizes_ = std::move(sizes);
-}
-
-const PrefillMetadata& PrefillBackend::metadata() const {
-  if (!sizes_) bad_argument(name() + ": prepare() must be called before running attention");
-  if (!metadata_) {
-    bad_argument(name() + ": the step was prepared from device metadata, whose lengths this backend never read back");
-  }
-  return *metadata_;
-}
-
-const StepSizes& PrefillBackend::step_sizes() const {
-  if (!sizes_) bad_argument(name() + ": prepare() must be called before running attention");
-  return *sizes_;
-}
-
 bool PrefillBackend::supports_quant_output(QuantKey /*key*/) const { return false; }
 
 namespace {
 
-void check_new_tokens_shapes(const PrefillBackend& backend, const TensorView& q, const TensorView& k,
-                             const TensorView& v, float scale, const std::optional<TensorView>& out,
-                             const std::optional<OutputScale>& out_scale, const std::optional<TensorView>& lse) {
-  const StepSizes& meta = backend.step_sizes();
+void check_new_tokens_shapes(const PrefillBackend& backend, const AttentionPlan& meta, const TensorView& q,
+                             const TensorView& k, const TensorView& v, float scale,
+                             const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
+                             const std::optional<TensorView>& lse) {
   const BackendParams& params = backend.params();
   check_softmax_scale(scale);
   const std::int64_t heads = params.num_heads;
@@ -336,19 +286,19 @@ void check_new_tokens_shapes(const PrefillBackend& backend, const TensorView& q,
 
 }  // namespace
 
-void check_new_tokens_args(const PrefillBackend& backend, const Queue& queue, const TensorView& q, const TensorView& k,
-                           const TensorView& v, float scale, const std::optional<TensorView>& out,
-                           const std::optional<OutputScale>& out_scale, const std::optional<TensorView>& lse) {
-  check_new_tokens_shapes(backend, q, k, v, scale, out, out_scale, lse);
+void check_new_tokens_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue,
+                           const TensorView& q, const TensorView& k, const TensorView& v, float scale,
+                           const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
+                           const std::optional<TensorView>& lse) {
+  check_new_tokens_shapes(backend, plan, q, k, v, scale, out, out_scale, lse);
   check_all_accessible(queue, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", given(out)}, {"lse", given(lse)}});
 }
 
 namespace {
 
-void check_chunk_shapes(const PrefillBackend& backend, int chunk_index, const TensorView& q, const TensorView& k,
-                        const TensorView& v, float scale, const std::optional<TensorView>& out,
+void check_chunk_shapes(const PrefillBackend& backend, const AttentionPlan& meta, int chunk_index, const TensorView& q,
+                        const TensorView& k, const TensorView& v, float scale, const std::optional<TensorView>& out,
                         const std::optional<TensorView>& lse) {
-  const StepSizes& meta = backend.step_sizes();
   const BackendParams& params = backend.params();
   check_softmax_scale(scale);
   if (chunk_index < 0 || static_cast<std::size_t>(chunk_index) >= meta.chunk_k_tokens.size()) {
@@ -377,10 +327,10 @@ void check_chunk_shapes(const PrefillBackend& backend, int chunk_index, const Te
 
 }  // namespace
 
-void check_chunk_args(const PrefillBackend& backend, const Queue& queue, int chunk_index, const TensorView& q,
-                      const TensorView& k, const TensorView& v, float scale, const std::optional<TensorView>& out,
-                      const std::optional<TensorView>& lse) {
-  check_chunk_shapes(backend, chunk_index, q, k, v, scale, out, lse);
+void check_chunk_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue, int chunk_index,
+                      const TensorView& q, const TensorView& k, const TensorView& v, float scale,
+                      const std::optional<TensorView>& out, const std::optional<TensorView>& lse) {
+  check_chunk_shapes(backend, plan, chunk_index, q, k, v, scale, out, lse);
   check_all_accessible(
       queue, {{"q", &q}, {"chunk k", &k}, {"chunk v", &v}, {"chunk out", given(out)}, {"chunk lse", given(lse)}});
 }

@@ -29,27 +29,25 @@ Partial carve_partial(WorkspaceCursor& cursor, const BackendParams& params, std:
   return p;
 }
 
-// The step's workspace, in order: an LSE for the result when the caller
-// wants none (the merges need one), then, with context chunks, the chunk's
-// own result, the second buffer of the merge ping-pong and the scratch lent
-// to the backend for split attention calls. Over a measuring cursor it gives
+// The step's workspace, in order: the attention plan's (its words and the
+// split-KV partials), an LSE for the result when the caller wants none (the
+// merges need one), then, with context chunks, the chunk's own result and
+// the second buffer of the merge ping-pong. Over a measuring cursor it gives
 // prefill_step_workspace_size.
 struct StepWorkspace {
+  Workspace plan;
   TensorView own_lse;
   Partial context, spare;
-  void* scratch = nullptr;
-  std::size_t scratch_bytes = 0;
 };
 
 StepWorkspace carve_step(WorkspaceCursor& cursor, const BackendParams& params, std::int64_t num_q,
-                         std::size_t num_chunks) {
+                         std::size_t num_chunks, std::size_t plan_bytes) {
   StepWorkspace w;
+  w.plan = {cursor.bytes(plan_bytes), plan_bytes};
   w.own_lse = cursor.view(DType::float32, {params.num_heads, num_q});
   if (num_chunks > 0) {
     w.context = carve_partial(cursor, params, num_q);
     w.spare = carve_partial(cursor, params, num_q);
-    w.scratch_bytes = attention_scratch_size(params, num_q);
-    w.scratch = cursor.bytes(w.scratch_bytes);
   }
   return w;
 }
@@ -64,43 +62,61 @@ void check_chunk_views(std::size_t num_chunks, const std::vector<TensorView>& ch
   }
 }
 
-std::size_t workspace_size(const BackendParams& params, std::int64_t num_q, std::size_t num_chunks) {
+std::size_t workspace_size(const BackendParams& params, std::int64_t num_q, std::size_t num_chunks,
+                           std::size_t plan_bytes) {
   WorkspaceCursor measure = WorkspaceCursor::measuring();
-  carve_step(measure, params, num_q, num_chunks);
+  carve_step(measure, params, num_q, num_chunks, plan_bytes);
   return measure.used();
 }
 
-// The step once its metadata is known in either form: `prepare` runs the
-// backend's prepare() or prepare_device().
-template <class Prepare>
-void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::size_t chunks, Prepare&& prepare,
-              const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-              const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
+PlanOptions step_options(std::size_t chunks) {
+  PlanOptions options;
+  options.split_keys = chunks > 0;
+  return options;
+}
+
+// The step once its metadata is known in either form: `make_plan` plans it
+// with the backend, `plan_bound` is attention_workspace_size for it.
+template <class MakePlan>
+void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::size_t chunks, std::size_t plan_bound,
+              MakePlan&& make_plan, const TensorView& q, const TensorView& k, const TensorView& v,
+              const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v, float scale,
+              const PrefillStepBuffers& buffers) {
   check_chunk_views(chunks, chunk_k, chunk_v);
   detail::check_no_overlap(q, k, v, chunk_k, chunk_v, buffers);
   const BackendParams& params = backend.params();
   detail::check_workspace("run_prefill_step", "prefill_step_workspace_size", buffers.workspace, buffers.workspace_bytes,
-                          workspace_size(params, num_q, chunks));
+                          workspace_size(params, num_q, chunks, plan_bound));
   if (buffers.out.empty_view()) raise(ErrorCategory::invalid_argument, "run_prefill_step: buffers.out is missing");
   WorkspaceCursor cursor(buffers.workspace, buffers.workspace_bytes, "run_prefill_step");
-  const StepWorkspace work = carve_step(cursor, params, num_q, chunks);
+  const StepWorkspace work = carve_step(cursor, params, num_q, chunks, plan_bound);
   const Partial result{buffers.out, buffers.lse.empty_view() ? work.own_lse : buffers.lse};
 
-  prepare();
+  const AttentionPlan plan = make_plan();
+  if (plan.workspace_bytes > work.plan.bytes) {
+    raise(ErrorCategory::invalid_argument, "run_prefill_step: " + backend.name() + "'s plan needs " +
+                                               std::to_string(plan.workspace_bytes) +
+                                               " bytes of workspace, more than prefill_step_workspace_size counts (" +
+                                               std::to_string(work.plan.bytes) + ")");
+  }
+  const PrefillBackend& stateless = backend;
+  stateless.upload_plan(queue, plan, work.plan);
   if (chunks == 0) {
-    backend.run_new_tokens(queue, q, k, v, scale, /*return_lse=*/true, result.out, std::nullopt, result.lse);
+    stateless.run_new_tokens(queue, plan, work.plan, q, k, v, scale, /*return_lse=*/true, result.out, std::nullopt,
+                             result.lse);
     return;
   }
   // Each merge reads one buffer and writes the other; the new tokens start in
   // the one that makes the last merge land in the caller's.
   const Partial& context = work.context;
   const Partial& spare = work.spare;
-  backend.lend_attention_scratch(work.scratch, work.scratch_bytes);
   Partial current = chunks % 2 == 0 ? result : spare;
   Partial next = chunks % 2 == 0 ? spare : result;
-  backend.run_new_tokens(queue, q, k, v, scale, /*return_lse=*/true, current.out, std::nullopt, current.lse);
+  stateless.run_new_tokens(queue, plan, work.plan, q, k, v, scale, /*return_lse=*/true, current.out, std::nullopt,
+                           current.lse);
   for (std::size_t c = 0; c < chunks; ++c) {
-    backend.run_context_chunk(queue, static_cast<int>(c), q, chunk_k[c], chunk_v[c], scale, context.out, context.lse);
+    stateless.run_context_chunk(queue, plan, work.plan, static_cast<int>(c), q, chunk_k[c], chunk_v[c], scale,
+                                context.out, context.lse);
     MergeArgs args;
     args.prefix_out = context.out;
     args.prefix_lse = context.lse;
@@ -108,7 +124,7 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
     args.suffix_lse = current.lse;
     args.out = next.out;
     args.out_lse = next.lse;
-    backend.merge_attn_states(queue, args);
+    stateless.merge_attn_states(queue, args);
     std::swap(current, next);
   }
 }
@@ -116,28 +132,37 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
 }  // namespace
 
 std::size_t prefill_step_workspace_size(const BackendParams& params, const PrefillMetadata& metadata) {
-  return workspace_size(params, metadata.num_q_tokens(), metadata.chunks.size());
+  const std::size_t plan = attention_workspace_size(params, metadata, step_options(metadata.chunks.size()));
+  return workspace_size(params, metadata.num_q_tokens(), metadata.chunks.size(), plan);
 }
 
 std::size_t prefill_step_workspace_size(const BackendParams& params, const DevicePrefillMetadata& metadata) {
-  return workspace_size(params, metadata.num_q_tokens, metadata.chunks.size());
+  const std::size_t plan = attention_workspace_size(params, metadata, step_options(metadata.chunks.size()));
+  return workspace_size(params, metadata.num_q_tokens, metadata.chunks.size(), plan);
 }
 
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
+  check_metadata(metadata);
+  const PlanOptions options = step_options(metadata.chunks.size());
   run_step(
-      backend, queue, metadata.num_q_tokens(), metadata.chunks.size(), [&] { backend.prepare(queue, metadata); }, q, k,
-      v, chunk_k, chunk_v, scale, buffers);
+      backend, queue, metadata.num_q_tokens(), metadata.chunks.size(),
+      attention_workspace_size(backend.params(), metadata, options),
+      [&] { return static_cast<const PrefillBackend&>(backend).plan(queue, metadata, options); }, q, k, v, chunk_k,
+      chunk_v, scale, buffers);
 }
 
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
   check_device_metadata(metadata);
+  const PlanOptions options = step_options(metadata.chunks.size());
   run_step(
-      backend, queue, metadata.num_q_tokens, metadata.chunks.size(), [&] { backend.prepare_device(queue, metadata); },
-      q, k, v, chunk_k, chunk_v, scale, buffers);
+      backend, queue, metadata.num_q_tokens, metadata.chunks.size(),
+      attention_workspace_size(backend.params(), metadata, options),
+      [&] { return static_cast<const PrefillBackend&>(backend).plan(queue, metadata, options); }, q, k, v, chunk_k,
+      chunk_v, scale, buffers);
 }
 
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,

@@ -169,50 +169,7 @@ class PluginBackend final : public PrefillBackend {
 
   std::string name() const override { return spec_->name; }
 
-  void prepare(Queue& queue, const PrefillMetadata& metadata) override {
-    PrefillBackend::prepare(queue, metadata);
-    if (spec_->ops.prepare == nullptr) return;
-    const CMetadata c(this->metadata());
-    const mla_plugin_queue c_q = c_queue(queue);
-    Message message;
-    check(spec_->ops.prepare(instance_, &c_q, &c.view, message.data(), message.size()), "prepare", message);
-  }
-
-  AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
-                                 float scale, bool return_lse, std::optional<TensorView> out,
-                                 std::optional<OutputScale> out_scale, std::optional<TensorView> lse) override {
-    check_new_tokens_args(*this, queue, q, k, v, scale, out, out_scale, lse);
-    const PrefillMetadata& meta = metadata();
-    const DType out_dtype = out_scale ? DType::float8_e4m3 : params().dtype;
-    AttentionResult result = allocate_result(*this, queue, meta.num_q_tokens(), return_lse, out, out_dtype, lse);
-    mla_plugin_attention_args args =
-        attention_args(q, k, v, scale, result, meta, meta.cu_seqlens_k, meta.max_seqlen_k, meta.causal);
-    args.has_out_scale = out_scale ? 1 : 0;
-    args.out_scale = c_scale(queue, out_scale);
-    const mla_plugin_queue c_q = c_queue(queue);
-    Message message;
-    check(spec_->ops.run_new_tokens(instance_, &c_q, &args, message.data(), message.size()), "run_new_tokens", message);
-    return result;
-  }
-
-  AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, float scale, std::optional<TensorView> out,
-                                    std::optional<TensorView> lse) override {
-    check_chunk_args(*this, queue, chunk_index, q, k, v, scale, out, lse);
-    const PrefillMetadata& meta = metadata();
-    const PrefillMetadata::Chunk& chunk = meta.chunks[static_cast<std::size_t>(chunk_index)];
-    AttentionResult result =
-        allocate_result(*this, queue, meta.num_q_tokens(), /*return_lse=*/true, out, params().dtype, lse);
-    const mla_plugin_attention_args args =
-        attention_args(q, k, v, scale, result, meta, chunk.cu_seqlens_k, chunk.max_seqlen_k, /*causal=*/false);
-    const mla_plugin_queue c_q = c_queue(queue);
-    Message message;
-    check(spec_->ops.run_context_chunk(instance_, &c_q, chunk_index, &args, message.data(), message.size()),
-          "run_context_chunk", message);
-    return result;
-  }
-
-  void merge_attn_states(Queue& queue, const MergeArgs& args) override {
+  void merge_attn_states(Queue& queue, const MergeArgs& args) const override {
     check_merge_args(*this, queue, args);
     mla_plugin_merge_args c{};
     c.prefix_out = c_tensor(args.prefix_out);
@@ -244,7 +201,52 @@ class PluginBackend final : public PrefillBackend {
     return spec_->ops.supports_quant_output(instance_, code) != 0;
   }
 
+ protected:
+  // The plugin ABI keeps a prepared step inside the plugin (abi.h): a plan
+  // prepares it, so a refusal surfaces when the step is planned, and every
+  // call prepares it again with its plan's lengths before it runs, so calls
+  // of several plans may interleave. The plugin's instance is the only
+  // state, and it is the plugin's.
+  AttentionPlan make_plan(const Queue& queue, const PrefillMetadata& metadata,
+                          const PlanOptions& options) const override {
+    AttentionPlan plan = PrefillBackend::make_plan(queue, metadata, options);
+    prepare_plugin(queue, metadata);
+    return plan;
+  }
+
+  void attend(Queue& queue, const AttentionCall& call) const override {
+    const PrefillMetadata& meta = *call.plan->lengths;  // plugins read the lengths on the host
+    prepare_plugin(queue, meta);
+    const mla_plugin_queue c_q = c_queue(queue);
+    Message message;
+    AttentionResult result;
+    result.out = call.out;
+    result.lse = call.lse;
+    if (call.chunk < 0) {
+      mla_plugin_attention_args args = attention_args(call.q, call.k, call.v, call.scale, result, meta,
+                                                      meta.cu_seqlens_k, meta.max_seqlen_k, meta.causal);
+      args.has_out_scale = call.out_scale ? 1 : 0;
+      args.out_scale = c_scale(queue, call.out_scale);
+      check(spec_->ops.run_new_tokens(instance_, &c_q, &args, message.data(), message.size()), "run_new_tokens",
+            message);
+      return;
+    }
+    const PrefillMetadata::Chunk& chunk = meta.chunks[static_cast<std::size_t>(call.chunk)];
+    const mla_plugin_attention_args args = attention_args(call.q, call.k, call.v, call.scale, result, meta,
+                                                          chunk.cu_seqlens_k, chunk.max_seqlen_k, /*causal=*/false);
+    check(spec_->ops.run_context_chunk(instance_, &c_q, call.chunk, &args, message.data(), message.size()),
+          "run_context_chunk", message);
+  }
+
  private:
+  void prepare_plugin(const Queue& queue, const PrefillMetadata& metadata) const {
+    if (spec_->ops.prepare == nullptr) return;
+    const CMetadata c(metadata);
+    const mla_plugin_queue c_q = c_queue(queue);
+    Message message;
+    check(spec_->ops.prepare(instance_, &c_q, &c.view, message.data(), message.size()), "prepare", message);
+  }
+
   void check(int status, const char* operation, Message& message) const {
     if (status == 0) return;
     raise(ErrorCategory::plugin, "Plugin '" + spec_->plugin_path + "', backend " + spec_->name + ": " + operation +

@@ -124,7 +124,7 @@ void check_latent_projection(const Queue& queue, const TensorView& latents, cons
 DType PrefillBackend::latent_dtype(DType) const { return DType::float32; }
 
 void PrefillBackend::gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
-                                    const TensorView& k) {
+                                    const TensorView& k) const {
   require_host(*this, queue, "gather_latents");
   check_latent_gather(queue, gather, latents, k);
   const std::int64_t width = latents.size(1);
@@ -158,7 +158,7 @@ void PrefillBackend::gather_latents(Queue& queue, const LatentGather& gather, co
 // is an independent multiply-add per column, which the compiler vectorises
 // without reassociating any sum.
 void PrefillBackend::project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
-                                     const TensorView& k, const TensorView& v) {
+                                     const TensorView& k, const TensorView& v) const {
   require_host(*this, queue, "project_latents");
   check_latent_projection(queue, latents, kv_b_proj, k, v);
   constexpr std::int64_t token_tile = 8;

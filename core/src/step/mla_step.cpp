@@ -65,20 +65,36 @@ struct Partial {
   TensorView lse;  // [H, Nq]
 };
 
+// How the step's attention is planned: split-KV when there is context.
+PlanOptions attention_options(const MlaStepPlan& plan) {
+  PlanOptions options;
+  options.split_keys = !plan.context.chunks.empty();
+  return options;
+}
+
+BackendParams plan_params(const MlaStepPlan& plan) {
+  BackendParams params;
+  params.num_heads = plan.num_heads;
+  params.dims = plan.dims;
+  params.dtype = plan.dtype;
+  params.kv_lora_rank = plan.kv_lora_rank;
+  return params;
+}
+
 // The step's workspace, in order. Keys and values of the new tokens and of
 // each chunk share rows: on a queue, each chunk's gather runs after the
 // attention that read the previous rows. Over a measuring cursor it gives
 // the plan's workspace_bytes.
 struct StepWorkspace {
-  std::int32_t* cu_seqlens = nullptr;  // the plan's device_cu_seqlens
-  std::int64_t* slots = nullptr;       // the plan's slots
+  Workspace attention;            // the attention plan's: its words and split-KV partials
+  std::int64_t* slots = nullptr;  // the plan's slots
   TensorView latents, k, v;
   Partial prefix, first, second;  // with context chunks: a chunk's result and the running one's two buffers
-  void* scratch = nullptr;        // with context chunks: lent to the backend for split attention calls
-  std::size_t scratch_bytes = 0;
 
   StepWorkspace(WorkspaceCursor& cursor, const MlaStepPlan& plan) {
-    cu_seqlens = static_cast<std::int32_t*>(cursor.bytes(plan.device_cu_seqlens.size() * sizeof(std::int32_t)));
+    const std::size_t attention_bytes =
+        attention_workspace_size(plan_params(plan), plan.attention, attention_options(plan));
+    attention = {cursor.bytes(attention_bytes), attention_bytes};
     slots = static_cast<std::int64_t*>(cursor.bytes(plan.slots.size() * sizeof(std::int64_t)));
     std::int64_t rows = std::max<std::int64_t>(plan.num_q_tokens, 1);
     for (const ContextChunk& chunk : plan.context.chunks) rows = std::max(rows, chunk.num_tokens());
@@ -92,18 +108,13 @@ struct StepWorkspace {
       partial->out = cursor.view(plan.dtype, {nq, heads, d.v_head_dim});
       partial->lse = cursor.view(DType::float32, {heads, nq});
     }
-    BackendParams params;
-    params.num_heads = plan.num_heads;
-    params.dims = plan.dims;
-    scratch_bytes = attention_scratch_size(params, nq);
-    scratch = cursor.bytes(scratch_bytes);
   }
 };
 
 // Gathers `gather` into the workspace's first rows and projects them through
 // kv_b_proj, the latents in the backend's latent_dtype: the workspace holds
 // them as float32, the widest it may ask for, with the same element strides.
-void fill(PrefillBackend& backend, Queue& queue, const StepWorkspace& w, const LatentGather& gather,
+void fill(const PrefillBackend& backend, Queue& queue, const StepWorkspace& w, const LatentGather& gather,
           const TensorView& kv_b_proj, PhaseClock& clock) {
   TensorView x = rows(w.latents, gather.tokens);
   x.dtype = backend.latent_dtype(w.k.dtype);
@@ -167,11 +178,8 @@ MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata&
   attention.cu_seqlens_k = metadata.cu_seqlens_q;
   attention.max_seqlen_q = attention.max_seqlen_k = max_seqlen(metadata.cu_seqlens_q);
   attention.causal = true;
-  plan.device_cu_seqlens = metadata.cu_seqlens_q;
-  for (const ContextChunk& chunk : plan.context.chunks) {
+  for (const ContextChunk& chunk : plan.context.chunks)
     attention.chunks.push_back({chunk.cu_seqlens_k, chunk.max_seqlen_k});
-    plan.device_cu_seqlens.insert(plan.device_cu_seqlens.end(), chunk.cu_seqlens_k.begin(), chunk.cu_seqlens_k.end());
-  }
   plan_slots(metadata, plan);
 
   WorkspaceCursor measure = WorkspaceCursor::measuring();
@@ -187,10 +195,24 @@ MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata&
                           plan_context_chunks(metadata.context_lens, workspace_tokens, block_size));
 }
 
+MlaStepPlan plan_mla_prefill(const PrefillBackend& backend, const Queue& queue, const MlaStepMetadata& metadata,
+                             int block_size, const ContextPlan& chunks) {
+  MlaStepPlan plan = plan_mla_prefill(backend.params(), metadata, block_size, chunks);
+  plan.attention_plan = backend.plan(queue, plan.attention, attention_options(plan));
+  return plan;
+}
+
+MlaStepPlan plan_mla_prefill(const PrefillBackend& backend, const Queue& queue, const MlaStepMetadata& metadata,
+                             int block_size, std::int64_t workspace_tokens) {
+  check_plan_params(backend.params(), block_size);
+  return plan_mla_prefill(backend, queue, metadata, block_size,
+                          plan_context_chunks(metadata.context_lens, workspace_tokens, block_size));
+}
+
 namespace {
 
 // The step once its tensors have passed check_mla_step.
-void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
+void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
                  const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
                  std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
   check_quant_output(backend, out_scale.has_value(), "output");
@@ -209,25 +231,20 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
   WorkspaceCursor cursor(memory.data, memory.bytes, "run_mla_prefill");
   const StepWorkspace w(cursor, plan);
 
-  // The metadata and gather lists go where the queue reads them, so the
-  // backend takes the step from device memory and keeps no buffer of its own
-  // (a host copy reads its source before it returns).
-  queue.memcpy(w.cu_seqlens, plan.device_cu_seqlens.data(), plan.device_cu_seqlens.size() * sizeof(std::int32_t));
-  if (!plan.slots.empty()) queue.memcpy(w.slots, plan.slots.data(), plan.slots.size() * sizeof(std::int64_t));
-  const auto batch_entries = static_cast<std::size_t>(plan.batch_size) + 1;
-  DevicePrefillMetadata step;
-  step.batch_size = plan.batch_size;
-  step.cu_seqlens_q = step.cu_seqlens_k = w.cu_seqlens;
-  step.num_q_tokens = step.num_k_tokens = plan.num_q_tokens;
-  step.max_seqlen_q = plan.attention.max_seqlen_q;
-  step.max_seqlen_k = plan.attention.max_seqlen_k;
-  step.causal = true;
-  step.memory = MemoryKind::device;
-  for (std::size_t c = 0; c < plan.num_chunks(); ++c) {
-    step.chunks.push_back({w.cu_seqlens + (c + 1) * batch_entries, plan.context.chunks[c].num_tokens(),
-                           plan.context.chunks[c].max_seqlen_k});
+  // The attention plan (the one planned with the step, or one made now from
+  // its host lengths, so the flash backends keep their heaviest-first work
+  // lists and split decisions) and the gather lists go where the queue reads
+  // them (a host copy reads its source before it returns).
+  const AttentionPlan attention =
+      plan.attention_plan ? *plan.attention_plan : backend.plan(queue, plan.attention, attention_options(plan));
+  if (attention.workspace_bytes > w.attention.bytes) {
+    raise(ErrorCategory::invalid_argument, "run_mla_prefill: " + backend.name() + "'s attention plan needs " +
+                                               std::to_string(attention.workspace_bytes) +
+                                               " bytes, more than the step's plan counts (" +
+                                               std::to_string(w.attention.bytes) + ")");
   }
-  backend.prepare_device(queue, step);
+  backend.upload_plan(queue, attention, w.attention);
+  if (!plan.slots.empty()) queue.memcpy(w.slots, plan.slots.data(), plan.slots.size() * sizeof(std::int64_t));
 
   PhaseClock clock(queue, phases);
   LatentGather fresh_rows;
@@ -239,17 +256,17 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
   const TensorView v_new = rows(w.v, plan.num_q_tokens);
   const bool want_lse = !outputs.lse.empty_view();
   if (plan.context.chunks.empty()) {
-    backend.run_new_tokens(queue, inputs.q, k_new, v_new, scale, want_lse, outputs.out, out_scale,
-                           want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt);
+    backend.run_new_tokens(queue, attention, w.attention, inputs.q, k_new, v_new, scale, want_lse, outputs.out,
+                           out_scale, want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt);
     clock.done(&MlaStepPhases::attention_ms);
     clock.finish();
     return;
   }
 
-  backend.lend_attention_scratch(w.scratch, w.scratch_bytes);
   // The running result moves between two partials; the last merge writes
   // the caller's out and lse.
-  backend.run_new_tokens(queue, inputs.q, k_new, v_new, scale, true, w.first.out, std::nullopt, w.first.lse);
+  backend.run_new_tokens(queue, attention, w.attention, inputs.q, k_new, v_new, scale, true, w.first.out, std::nullopt,
+                         w.first.lse);
   clock.done(&MlaStepPhases::attention_ms);
   const Partial* running = &w.first;
   const Partial* spare = &w.second;
@@ -262,8 +279,8 @@ void run_checked(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
     cached.tokens = tokens;
     cached.scale = inputs.cache.dtype == DType::float8_e4m3 ? inputs.cache_scale : 1.0f;
     fill(backend, queue, w, cached, inputs.kv_b_proj, clock);
-    backend.run_context_chunk(queue, static_cast<int>(c), inputs.q, rows(w.k, tokens), rows(w.v, tokens), scale,
-                              w.prefix.out, w.prefix.lse);
+    backend.run_context_chunk(queue, attention, w.attention, static_cast<int>(c), inputs.q, rows(w.k, tokens),
+                              rows(w.v, tokens), scale, w.prefix.out, w.prefix.lse);
     clock.done(&MlaStepPhases::attention_ms);
     const bool last = c + 1 == plan.num_chunks();
     MergeArgs merge;

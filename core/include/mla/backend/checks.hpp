@@ -49,20 +49,28 @@ int max_seqlen(const std::vector<std::int32_t>& cu);
 // check_metadata does, plus the sizes against the arrays' last entries.
 PrefillMetadata read_device_metadata(Queue& queue, const DevicePrefillMetadata& metadata);
 
-// What a run_new_tokens override calls first: the shapes, dtypes and scale
-// against `backend`'s parameters and prepared step, that out and lse share no
-// memory with q, k, v or each other, and that `queue` reaches every tensor;
-// raises Error(invalid_argument) (Error(not_supported) for an out_scale the
-// backend cannot write).
-void check_new_tokens_args(const PrefillBackend& backend, const Queue& queue, const TensorView& q, const TensorView& k,
-                           const TensorView& v, float scale, const std::optional<TensorView>& out,
-                           const std::optional<OutputScale>& out_scale,
+// What PrefillBackend::run_new_tokens checks before a backend's attend():
+// the shapes, dtypes and scale against `backend`'s parameters and `plan`'s
+// sizes, that out and lse share no memory with q, k, v or each other, and
+// that `queue` reaches every tensor; raises Error(invalid_argument)
+// (Error(not_supported) for an out_scale the backend cannot write).
+void check_new_tokens_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue,
+                           const TensorView& q, const TensorView& k, const TensorView& v, float scale,
+                           const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
                            const std::optional<TensorView>& lse = std::nullopt);
-// The same for run_context_chunk, against chunk `chunk_index` of the step.
-void check_chunk_args(const PrefillBackend& backend, const Queue& queue, int chunk_index, const TensorView& q,
-                      const TensorView& k, const TensorView& v, float scale,
+// The same for run_context_chunk, against chunk `chunk_index` of the plan.
+void check_chunk_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue, int chunk_index,
+                      const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                       const std::optional<TensorView>& out = std::nullopt,
                       const std::optional<TensorView>& lse = std::nullopt);
+
+// For a backend that hands its attention calls to another one (a wrapper,
+// as in examples/cpp/in_process_backend.cpp): wrap_plan keeps `inner` (the
+// other backend's plan of the same step) inside `outer` (the wrapper's, from
+// PrefillBackend::make_plan) with its words and workspace, and run_wrapped
+// runs a call of the wrapper's plan on the other backend with that plan.
+AttentionPlan wrap_plan(AttentionPlan outer, AttentionPlan inner);
+void run_wrapped(const PrefillBackend& inner, Queue& queue, const AttentionCall& call);
 
 // Raises Error(invalid_argument) "<what> has no data: ..." for a view with
 // elements and a null pointer, and "<what> has a negative stride: ..." for
