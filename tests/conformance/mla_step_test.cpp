@@ -497,9 +497,9 @@ TEST_P(MlaStep, CallerWorkspaceEqualsAllocatingPathAndAllocatesNothing) {
 // the step's plan (planned once with the backend) is the one the backend
 // makes from the step's lengths, with the same words (cu_seqlens and the
 // flash backends' heaviest-first work lists) and split decisions; the step
-// run with the caller's workspace (the path an engine captures into a CUDA
-// graph) launches the schedules of the step planned on the run, logs the
-// same launches and writes the same bits.
+// run from it launches the schedules of the step planned on the run, and so
+// do the two halves an engine captures into a CUDA graph (upload once, then
+// runs that copy nothing from the host): the same launches, the same bits.
 TEST_P(MlaStep, APlanKeptInTheStepLaunchesTheSameWorkAsOnePlannedOnTheRun) {
   Step s = make_step({5, 0, 9, 3, 1}, {21, 7, 0, 40, 0}, 16);
   const std::int64_t nq = s.metadata.cu_seqlens_q.back();
@@ -552,6 +552,29 @@ TEST_P(MlaStep, APlanKeptInTheStepLaunchesTheSameWorkAsOnePlannedOnTheRun) {
     EXPECT_EQ(found.size(), kept.num_chunks() + 1);
     for (const std::string& line : found) EXPECT_NE(line.find("heaviest first"), std::string::npos) << line;
   }
+  // The two halves an engine captures: one upload, then runs that copy
+  // nothing from the host, from the same work lists, to the same bits.
+  queue_.memset(workspace.get(), 0xff, workspace.bytes());
+  upload_mla_prefill(*backend_, queue_, kept, {workspace.get(), workspace.bytes()});
+  for (int replay = 0; replay < 2; ++replay) {
+    SCOPED_TRACE("uploaded run " + std::to_string(replay));
+    queue_.memset(out.buffer.get(), 0xff, out.buffer.bytes());
+    std::vector<std::string> uploaded_lines;
+    {
+      const ScopedLogCapture capture(uploaded_lines);
+      run_uploaded_mla_prefill(*backend_, queue_, kept, in, {out.view, lse.view}, {workspace.get(), workspace.bytes()},
+                               scale_);
+      queue_.wait();
+    }
+    EXPECT_EQ(launches(uploaded_lines), launches(kept_lines));
+    const HostTensor replay_out = fetch(out.view);
+    EXPECT_EQ(std::memcmp(replay_out.storage(), kept_result.first.storage(), replay_out.storage_bytes()), 0);
+  }
+  EXPECT_NE(invalid_argument_message([&] {
+              upload_mla_prefill(*backend_, queue_, bare, {workspace.get(), workspace.bytes()});
+            }).find("holds no attention plan"),
+            std::string::npos);
+
   const HostTensor& got_out = kept_result.first;
   ASSERT_EQ(got_out.storage_bytes(), bare_result.first.storage_bytes());
   EXPECT_EQ(std::memcmp(got_out.storage(), bare_result.first.storage(), got_out.storage_bytes()), 0);

@@ -210,4 +210,22 @@ void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& p
                      const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
                      std::optional<OutputScale> out_scale = std::nullopt, MlaStepPhases* phases = nullptr);
 
+// The step in two halves, for engines that capture it into a CUDA graph.
+// upload_mla_prefill copies the plan's attention words (cu_seqlens, the
+// flash backends' work lists) and gather lists into the caller's
+// `workspace` through `queue`: the only host-to-device copies of a step,
+// done once per plan, outside the capture. run_uploaded_mla_prefill then
+// runs the step from that workspace as run_mla_prefill does, with the same
+// work lists and bits, and only enqueues work (gather, projection,
+// attention, merges): no copy from the host, no allocation, no wait. Both
+// need a plan that holds its attention plan (plan_mla_prefill with the
+// backend) and a workspace of MlaStepPlan::workspace_bytes; the workspace
+// must not be reused by another plan between the two. Raise as
+// run_mla_prefill does.
+void upload_mla_prefill(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
+                        const Workspace& workspace);
+void run_uploaded_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
+                              const MlaStepInputs& inputs, const MlaStepOutputs& outputs, const Workspace& workspace,
+                              float scale, std::optional<OutputScale> out_scale = std::nullopt);
+
 }  // namespace mla

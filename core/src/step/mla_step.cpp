@@ -212,9 +212,34 @@ MlaStepPlan plan_mla_prefill(const PrefillBackend& backend, const Queue& queue, 
 namespace {
 
 // The step once its tensors have passed check_mla_step.
+// The step's attention plan: the one planned with the step, or one made now
+// from its host lengths, so the flash backends keep their heaviest-first
+// work lists and split decisions either way.
+AttentionPlan attention_plan(const PrefillBackend& backend, const Queue& queue, const MlaStepPlan& plan,
+                             const StepWorkspace& w, const char* who) {
+  AttentionPlan attention =
+      plan.attention_plan ? *plan.attention_plan : backend.plan(queue, plan.attention, attention_options(plan));
+  if (attention.workspace_bytes > w.attention.bytes) {
+    raise(ErrorCategory::invalid_argument, std::string(who) + ": " + backend.name() + "'s attention plan needs " +
+                                               std::to_string(attention.workspace_bytes) +
+                                               " bytes, more than the step's plan counts (" +
+                                               std::to_string(w.attention.bytes) + ")");
+  }
+  return attention;
+}
+
+// The attention plan's words and the gather lists go where the queue reads
+// them (a host copy reads its source before it returns).
+void upload(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const AttentionPlan& attention,
+            const StepWorkspace& w) {
+  backend.upload_plan(queue, attention, w.attention);
+  if (!plan.slots.empty()) queue.memcpy(w.slots, plan.slots.data(), plan.slots.size() * sizeof(std::int64_t));
+}
+
+// `uploaded`: upload_mla_prefill already put the plan into the caller's workspace.
 void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
                  const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
-                 std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
+                 std::optional<OutputScale> out_scale, MlaStepPhases* phases, bool uploaded) {
   check_quant_output(backend, out_scale.has_value(), "output");
   // The caller's workspace, or one of this call's on the queue. A queue's
   // free waits for the device (cudaFree / hipFree synchronise) or runs on the
@@ -231,20 +256,8 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
   WorkspaceCursor cursor(memory.data, memory.bytes, "run_mla_prefill");
   const StepWorkspace w(cursor, plan);
 
-  // The attention plan (the one planned with the step, or one made now from
-  // its host lengths, so the flash backends keep their heaviest-first work
-  // lists and split decisions) and the gather lists go where the queue reads
-  // them (a host copy reads its source before it returns).
-  const AttentionPlan attention =
-      plan.attention_plan ? *plan.attention_plan : backend.plan(queue, plan.attention, attention_options(plan));
-  if (attention.workspace_bytes > w.attention.bytes) {
-    raise(ErrorCategory::invalid_argument, "run_mla_prefill: " + backend.name() + "'s attention plan needs " +
-                                               std::to_string(attention.workspace_bytes) +
-                                               " bytes, more than the step's plan counts (" +
-                                               std::to_string(w.attention.bytes) + ")");
-  }
-  backend.upload_plan(queue, attention, w.attention);
-  if (!plan.slots.empty()) queue.memcpy(w.slots, plan.slots.data(), plan.slots.size() * sizeof(std::int64_t));
+  const AttentionPlan attention = attention_plan(backend, queue, plan, w, "run_mla_prefill");
+  if (!uploaded) upload(backend, queue, plan, attention, w);
 
   PhaseClock clock(queue, phases);
   LatentGather fresh_rows;
@@ -305,7 +318,37 @@ void run_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& p
                      std::optional<OutputScale> out_scale, MlaStepPhases* phases) {
   detail::check_mla_step(plan, backend.params(), inputs, outputs, out_scale);
   detail::check_no_overlap(inputs, outputs, workspace);
-  run_checked(backend, queue, plan, inputs, outputs, workspace, scale, out_scale, phases);
+  run_checked(backend, queue, plan, inputs, outputs, workspace, scale, out_scale, phases, false);
+}
+
+namespace {
+
+void require_kept_plan(const MlaStepPlan& plan, const Workspace& workspace, const char* who) {
+  if (!plan.attention_plan) {
+    raise(ErrorCategory::invalid_argument, std::string(who) +
+                                               ": the plan holds no attention plan; plan the step with the backend "
+                                               "(plan_mla_prefill(backend, queue, ...))");
+  }
+  detail::check_workspace(who, "MlaStepPlan::workspace_bytes", workspace.data, workspace.bytes, plan.workspace_bytes);
+}
+
+}  // namespace
+
+void upload_mla_prefill(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
+                        const Workspace& workspace) {
+  require_kept_plan(plan, workspace, "upload_mla_prefill");
+  WorkspaceCursor cursor(workspace.data, workspace.bytes, "upload_mla_prefill");
+  const StepWorkspace w(cursor, plan);
+  upload(backend, queue, plan, attention_plan(backend, queue, plan, w, "upload_mla_prefill"), w);
+}
+
+void run_uploaded_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
+                              const MlaStepInputs& inputs, const MlaStepOutputs& outputs, const Workspace& workspace,
+                              float scale, std::optional<OutputScale> out_scale) {
+  require_kept_plan(plan, workspace, "run_uploaded_mla_prefill");
+  detail::check_mla_step(plan, backend.params(), inputs, outputs, out_scale);
+  detail::check_no_overlap(inputs, outputs, workspace);
+  run_checked(backend, queue, plan, inputs, outputs, workspace, scale, out_scale, nullptr, true);
 }
 
 }  // namespace mla
