@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "builtin_entries.hpp"
 #include "cuda/hopper_capability.hpp"
 #include "gpu_test_support.hpp"
+#include "mla/mla_step.hpp"
 
 namespace mla {
 namespace {
@@ -207,6 +209,87 @@ TEST(CudaGraph, CapturedProjectionAfterAWarmUpReplaysWithNewLatents) {
       std::size_t poisoned = 0;
       for (std::size_t i = 0; i + 1 < values.size(); i += 2) poisoned += values[i] == 0xff && values[i + 1] == 0xff;
       EXPECT_EQ(poisoned, 0u) << "values left unwritten";
+    }
+    MLA_CUDA_OK(cudaGraphExecDestroy(exec));
+    MLA_CUDA_OK(cudaGraphDestroy(graph));
+  }
+  MLA_CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// The whole MLA step captured: plan_mla_prefill with the backend keeps the
+// attention plan (heaviest-first work lists, split-KV over the context
+// chunks), upload_mla_prefill puts it into the workspace outside the
+// capture, and run_uploaded_mla_prefill is captured after one warm-up step
+// (the projection keeps its algorithm) and replayed: bit for bit what the
+// eager run_mla_prefill of the same plan writes.
+TEST(CudaGraph, CapturedMlaStepReplaysTheEagerStep) {
+  MLA_REQUIRE_CUDA_DEVICE();
+#if defined(MLA_TEST_HOPPER)
+  const DeviceCapability device0 = Queue(DeviceBackend::cuda, 0).capability();
+  if (!hopper_flash::supports_device(device0)) {
+    GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is " << device0.describe();
+  }
+#endif
+  cudaStream_t stream = nullptr;
+  MLA_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    Queue queue = Queue::borrow(DeviceBackend::cuda, 0, stream);
+    BackendParams params;
+    params.num_heads = 4;
+    params.dims = deepseek_dims;
+    params.dtype = DType::bfloat16;
+#if defined(MLA_TEST_HOPPER)
+    std::unique_ptr<PrefillBackend> backend = detail::hopper_flash_backend_entry().factory(params);
+#else
+    std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
+#endif
+    const std::int64_t heads = params.num_heads, latent = params.kv_lora_rank;
+    const std::int64_t p = params.dims.qk_nope_head_dim, r = params.dims.qk_rope_head_dim;
+    const std::int64_t dv = params.dims.v_head_dim;
+    const int block_size = 16, num_blocks = 5;
+    MlaStepMetadata metadata;
+    metadata.cu_seqlens_q = {0, 5, 12};
+    metadata.context_lens = {40, 17};
+    metadata.max_blocks = 3;
+    metadata.block_table = {3, 0, 4, 1, 2, 0};
+    const MlaStepPlan plan = plan_mla_prefill(*backend, queue, metadata, block_size, 24);
+    const std::int64_t nq = 12;
+
+    std::mt19937 rng(5);
+    const TestTensor q = make_tensor(queue, params.dtype, nq, heads, p + r, 0, rng, -1, 1);
+    const TestTensor kv_c = make_tensor(queue, params.dtype, nq, 1, latent, 0, rng, -1, 1);
+    const TestTensor k_pe = make_tensor(queue, params.dtype, nq, 1, r, 0, rng, -1, 1);
+    const TestTensor cache = make_tensor(queue, params.dtype, num_blocks, block_size, latent + r, 0, rng, -1, 1);
+    const TestTensor w = make_tensor(queue, params.dtype, heads * (p + dv), 1, latent, 0, rng, -0.3f, 0.3f);
+    const MlaStepInputs in{q.device_view, rows_of(kv_c.device_view), rows_of(k_pe.device_view), cache.device_view,
+                           1.0f,          rows_of(w.device_view)};
+    OwnedTensor out = OwnedTensor::device(queue, params.dtype, {nq, heads, dv});
+    OwnedTensor lse = OwnedTensor::device(queue, DType::float32, {heads, nq});
+    OwnedTensor eager_out = OwnedTensor::device(queue, params.dtype, {nq, heads, dv});
+    OwnedTensor eager_lse = OwnedTensor::device(queue, DType::float32, {heads, nq});
+    UsmBuffer workspace = UsmBuffer::device(queue, plan.workspace_bytes);
+    UsmBuffer eager_workspace = UsmBuffer::device(queue, plan.workspace_bytes);
+    const float scale = 1.0f / std::sqrt(192.0f);
+
+    run_mla_prefill(*backend, queue, plan, in, {eager_out.view, eager_lse.view},
+                    {eager_workspace.get(), eager_workspace.bytes()}, scale);  // also the warm-up
+    upload_mla_prefill(*backend, queue, plan, {workspace.get(), workspace.bytes()});
+    MLA_CUDA_OK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph = nullptr;
+    MLA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    run_uploaded_mla_prefill(*backend, queue, plan, in, {out.view, lse.view}, {workspace.get(), workspace.bytes()},
+                             scale);
+    MLA_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    MLA_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      SCOPED_TRACE("replay " + std::to_string(replay));
+      queue.memset(out.buffer.get(), 0xff, out.buffer.bytes());
+      queue.memset(lse.buffer.get(), 0xff, lse.buffer.bytes());
+      MLA_CUDA_OK(cudaGraphLaunch(exec, stream));
+      MLA_CUDA_OK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(download(queue, out.view), download(queue, eager_out.view)) << "out";
+      EXPECT_EQ(download(queue, lse.view), download(queue, eager_lse.view)) << "lse";
     }
     MLA_CUDA_OK(cudaGraphExecDestroy(exec));
     MLA_CUDA_OK(cudaGraphDestroy(graph));
