@@ -117,18 +117,22 @@ AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool
   // reads chunk < 0 as the new tokens.
   const bool chunk_call = call.operation == std::string_view("run_context_chunk");
   const AttentionPlan& plan = *call.plan;
-  const std::string who = name() + " " + call.operation;
-  if (plan.backend != name() || plan.params.num_heads != params_.num_heads || !(plan.params.dims == params_.dims) ||
-      plan.params.dtype != params_.dtype) {
-    bad_argument(who + ": the plan was made by " + (plan.backend.empty() ? std::string("no backend") : plan.backend) +
+  const std::string backend_name = name();
+  // The message prefix, built only when a check fails or needs it.
+  const auto who = [&] { return backend_name + " " + call.operation; };
+  if (plan.backend != backend_name || plan.params.num_heads != params_.num_heads ||
+      !(plan.params.dims == params_.dims) || plan.params.dtype != params_.dtype) {
+    bad_argument(who() + ": the plan was made by " + (plan.backend.empty() ? std::string("no backend") : plan.backend) +
                  " for other parameters or another backend; plan the step with this backend");
   }
   if (plan.queue_kind != queue.backend() || plan.device_index != queue.device_index()) {
-    bad_argument(who + " on " + device_name(queue.backend(), queue.device_index()) + " but the plan is for " +
+    bad_argument(who() + " on " + device_name(queue.backend(), queue.device_index()) + " but the plan is for " +
                  device_name(plan.queue_kind, plan.device_index));
   }
-  if (plan.workspace_bytes > 0) {
-    detail::check_workspace(who, "AttentionPlan::workspace_bytes", call.workspace.data, call.workspace.bytes,
+  if (plan.workspace_bytes > 0 &&
+      (call.workspace.bytes < plan.workspace_bytes || call.workspace.data == nullptr ||
+       reinterpret_cast<std::uintptr_t>(call.workspace.data) % detail::workspace_base_alignment != 0)) {
+    detail::check_workspace(who(), "AttentionPlan::workspace_bytes", call.workspace.data, call.workspace.bytes,
                             plan.workspace_bytes);
   }
   const std::optional<TensorView> given_out = out;
