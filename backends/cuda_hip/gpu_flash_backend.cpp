@@ -96,24 +96,11 @@ void GpuFlashBackend::check_queue(const Queue& queue, const char* operation) con
   require_queue_kind(vendor_.backend_name, operation, {vendor_.queue_backend}, queue);
 }
 
-AttentionPlan GpuFlashBackend::plan_sizes(const Queue& queue, FlashPlan& flash) const {
-  flash.kernel = choose_or_raise(vendor_, params(), &queue.capability()).tile;
-  AttentionPlan plan;
-  plan.queue_kind = queue.backend();
-  plan.device_index = queue.device_index();
-  return plan;
-}
-
 AttentionPlan GpuFlashBackend::make_plan(const Queue& queue, const PrefillMetadata& metadata,
                                          const PlanOptions& options) const {
   auto flash = std::make_shared<FlashPlan>();
-  AttentionPlan plan = plan_sizes(queue, *flash);
-  plan.batch_size = metadata.batch_size();
-  plan.num_q_tokens = metadata.num_q_tokens();
-  plan.num_k_tokens = metadata.num_k_tokens();
-  for (const PrefillMetadata::Chunk& chunk : metadata.chunks) plan.chunk_k_tokens.push_back(chunk.cu_seqlens_k.back());
-  plan.causal = metadata.causal;
-  plan.lengths = metadata;
+  flash->kernel = choose_or_raise(vendor_, params(), &queue.capability()).tile;
+  AttentionPlan plan = PrefillBackend::make_plan(queue, metadata, options);  // the sizes and lengths
   plan.workspace_words = plan_phases(metadata, TileShape{flash->kernel.block_rows, flash->kernel.block_cols}, *flash);
   plan_splits(queue, plan, *flash, options);
   plan.detail = std::move(flash);
@@ -123,7 +110,10 @@ AttentionPlan GpuFlashBackend::make_plan(const Queue& queue, const PrefillMetada
 AttentionPlan GpuFlashBackend::make_device_plan(Queue& queue, const DevicePrefillMetadata& metadata,
                                                 const PlanOptions& options) const {
   auto flash = std::make_shared<FlashPlan>();
-  AttentionPlan plan = plan_sizes(queue, *flash);
+  flash->kernel = choose_or_raise(vendor_, params(), &queue.capability()).tile;
+  AttentionPlan plan;
+  plan.queue_kind = queue.backend();
+  plan.device_index = queue.device_index();
   plan.batch_size = metadata.batch_size;
   plan.num_q_tokens = metadata.num_q_tokens;
   plan.num_k_tokens = metadata.num_k_tokens;

@@ -90,8 +90,6 @@ class GpuFlashBackend final : public PrefillBackend {
     const TensorView* view;  // null: not given
   };
   void check_kernel_layouts(std::initializer_list<Operand> operands) const;
-  // The sizes every plan shares and the chooser's tile for `queue`'s device.
-  AttentionPlan plan_sizes(const Queue& queue, FlashPlan& flash) const;
   // Split-KV (split_kv.hpp): the ranges each phase's launch cuts its keys
   // into when its blocks cannot fill the device and the plan holds the
   // partials (options.split_keys); logs each choice at debug level.

@@ -31,6 +31,30 @@ using namespace mla::testing;  // the GPU test helpers
     ASSERT_EQ(status_, cudaSuccess) << #call << ": " << cudaGetErrorString(status_); \
   } while (false)
 
+// Skips (fails under MLA_REQUIRE_GPU=1) without a CUDA device, and with
+// MLA_TEST_HOPPER without a 9.0 one.
+#if defined(MLA_TEST_HOPPER)
+#define MLA_SKIP_WITHOUT_TEST_DEVICE()                                                                         \
+  MLA_REQUIRE_CUDA_DEVICE();                                                                                   \
+  do {                                                                                                         \
+    const DeviceCapability device0_ = Queue(DeviceBackend::cuda, 0).capability();                              \
+    if (!hopper_flash::supports_device(device0_)) {                                                            \
+      GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is " << device0_.describe(); \
+    }                                                                                                          \
+  } while (false)
+#else
+#define MLA_SKIP_WITHOUT_TEST_DEVICE() MLA_REQUIRE_CUDA_DEVICE()
+#endif
+
+// The backend the test binary is for: HOPPER_FLASH or CUDA_FLASH.
+std::unique_ptr<PrefillBackend> backend_under_test(const BackendParams& params) {
+#if defined(MLA_TEST_HOPPER)
+  return detail::hopper_flash_backend_entry().factory(params);
+#else
+  return detail::cuda_flash_backend_entry().factory(params);
+#endif
+}
+
 // Device copies of a step's cu_seqlens, rewritable in place.
 struct DeviceArrays {
   UsmBuffer cu_q, cu_k, chunk_k;
@@ -48,13 +72,7 @@ void write_arrays(Queue& queue, DeviceArrays& arrays, const PrefillMetadata& met
 }
 
 TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
-  MLA_REQUIRE_CUDA_DEVICE();
-#if defined(MLA_TEST_HOPPER)
-  const DeviceCapability device0 = Queue(DeviceBackend::cuda, 0).capability();
-  if (!hopper_flash::supports_device(device0)) {
-    GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is " << device0.describe();
-  }
-#endif
+  MLA_SKIP_WITHOUT_TEST_DEVICE();
   cudaStream_t stream = nullptr;
   MLA_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
@@ -64,11 +82,7 @@ TEST(CudaGraph, CapturedPrefillStepReplaysWithNewDataAndMetadata) {
     params.dims = deepseek_dims;
     params.dtype = DType::bfloat16;
     const float scale = 1.0f / std::sqrt(192.0f);
-#if defined(MLA_TEST_HOPPER)
-    std::unique_ptr<PrefillBackend> backend = detail::hopper_flash_backend_entry().factory(params);
-#else
-    std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
-#endif
+    std::unique_ptr<PrefillBackend> backend = backend_under_test(params);
     std::unique_ptr<PrefillBackend> reference = detail::reference_backend_entry().factory(params);
 
     // Two steps of the same sizes: the lengths move between sequences.
@@ -150,13 +164,7 @@ TensorView rows_of(TensorView view) {
 // docs/kernels/cuda_flash.md asks, and replayed after the latents were rewritten in place: bit for bit
 // what an uncaptured call of the same backend on another stream writes.
 TEST(CudaGraph, CapturedProjectionAfterAWarmUpReplaysWithNewLatents) {
-  MLA_REQUIRE_CUDA_DEVICE();
-#if defined(MLA_TEST_HOPPER)
-  const DeviceCapability device0 = Queue(DeviceBackend::cuda, 0).capability();
-  if (!hopper_flash::supports_device(device0)) {
-    GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is " << device0.describe();
-  }
-#endif
+  MLA_SKIP_WITHOUT_TEST_DEVICE();
   cudaStream_t stream = nullptr;
   MLA_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
@@ -166,11 +174,7 @@ TEST(CudaGraph, CapturedProjectionAfterAWarmUpReplaysWithNewLatents) {
     params.num_heads = 4;
     params.dims = deepseek_dims;
     params.dtype = DType::bfloat16;
-#if defined(MLA_TEST_HOPPER)
-    std::unique_ptr<PrefillBackend> backend = detail::hopper_flash_backend_entry().factory(params);
-#else
-    std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
-#endif
+    std::unique_ptr<PrefillBackend> backend = backend_under_test(params);
     const std::int64_t tokens = 4099, latent = params.kv_lora_rank, heads = params.num_heads;  // two passes
     const std::int64_t p = params.dims.qk_nope_head_dim, dqk = params.dims.qk_head_dim(), dv = params.dims.v_head_dim;
     std::mt19937 rng(11);
@@ -223,13 +227,7 @@ TEST(CudaGraph, CapturedProjectionAfterAWarmUpReplaysWithNewLatents) {
 // (the projection keeps its algorithm) and replayed: bit for bit what the
 // eager run_mla_prefill of the same plan writes.
 TEST(CudaGraph, CapturedMlaStepReplaysTheEagerStep) {
-  MLA_REQUIRE_CUDA_DEVICE();
-#if defined(MLA_TEST_HOPPER)
-  const DeviceCapability device0 = Queue(DeviceBackend::cuda, 0).capability();
-  if (!hopper_flash::supports_device(device0)) {
-    GTEST_SKIP() << "HOPPER_FLASH runs on compute capability 9.0 only; device 0 is " << device0.describe();
-  }
-#endif
+  MLA_SKIP_WITHOUT_TEST_DEVICE();
   cudaStream_t stream = nullptr;
   MLA_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
@@ -238,11 +236,7 @@ TEST(CudaGraph, CapturedMlaStepReplaysTheEagerStep) {
     params.num_heads = 4;
     params.dims = deepseek_dims;
     params.dtype = DType::bfloat16;
-#if defined(MLA_TEST_HOPPER)
-    std::unique_ptr<PrefillBackend> backend = detail::hopper_flash_backend_entry().factory(params);
-#else
-    std::unique_ptr<PrefillBackend> backend = detail::cuda_flash_backend_entry().factory(params);
-#endif
+    std::unique_ptr<PrefillBackend> backend = backend_under_test(params);
     const std::int64_t heads = params.num_heads, latent = params.kv_lora_rank;
     const std::int64_t p = params.dims.qk_nope_head_dim, r = params.dims.qk_rope_head_dim;
     const std::int64_t dv = params.dims.v_head_dim;
