@@ -238,8 +238,8 @@ struct PlanDetail {
 };
 
 // A step's attention calls planned for one backend and one device, once, on
-// the host: a value, so it can be kept, copied, compared and run again, from
-// any thread. What it plans: the new tokens (phase 0) and every context
+// the host: a value, so it can be kept, copied, compared and run again.
+// What it plans: the new tokens (phase 0) and every context
 // chunk (phase 1 + chunk index). Make it with PrefillBackend::plan, put its
 // words where the device reads them with upload_plan, then run any of its
 // calls, in any order, with the tensors of the step (run_new_tokens /
