@@ -127,28 +127,28 @@ AttentionPlan GpuFlashBackend::make_device_plan(Queue& queue, const DevicePrefil
 
 void GpuFlashBackend::plan_splits(const Queue& queue, AttentionPlan& plan, FlashPlan& flash,
                                   const PlanOptions& options) const {
-  // The words first, then (when a phase splits) the partials, 256-byte aligned.
-  const std::size_t word_bytes = (plan.workspace_words.size() * sizeof(std::int32_t) + 255) / 256 * 256;
-  plan.workspace_bytes = plan.workspace_words.empty() ? 0 : word_bytes;
+  // The words first, then (when a phase splits) the partials.
+  plan.workspace_bytes = plan.workspace_words.empty() ? 0 : plan_words_bytes(plan.workspace_words.size());
   flash.scratch_offset = plan.workspace_bytes;
   if (!vendor_.splits_keys || !options.split_keys || plan.num_q_tokens == 0) return;
   const std::size_t scratch_bytes = attention_scratch_size(params(), plan.num_q_tokens);
+  // What every phase asks alike; the blocks and key tiles are the phase's.
+  SplitRequest request;
+  // The emulated backends run on the host queue, whose "multiprocessors"
+  // are CPU threads: there only MLA_KV_SPLITS splits, so tests do not
+  // depend on the machine.
+  request.multiprocessors = queue.backend() == DeviceBackend::host ? 0 : queue.capability().multiprocessors;
+  request.rows = plan.num_q_tokens * params().num_heads;
+  request.v_head_dim = flash.kernel.head_dim_v;
+  request.scratch_bytes = scratch_bytes;
+  request.forced = forced_kv_splits(max_kv_splits);
+  request.max_splits = max_kv_splits;
   bool any = false;
   for (std::size_t index = 0; index < flash.phases.size(); ++index) {
     PlannedPhase& phase = flash.phases[index];
     if (phase.num_work == 0) continue;
-    SplitRequest request;
     request.blocks = static_cast<std::int64_t>(phase.num_work) * params().num_heads;
     request.key_tiles = ceil_div(phase.max_seqlen_k, flash.kernel.block_cols);
-    // The emulated backends run on the host queue, whose "multiprocessors"
-    // are CPU threads: there only MLA_KV_SPLITS splits, so tests do not
-    // depend on the machine.
-    request.multiprocessors = queue.backend() == DeviceBackend::host ? 0 : queue.capability().multiprocessors;
-    request.rows = plan.num_q_tokens * params().num_heads;
-    request.v_head_dim = flash.kernel.head_dim_v;
-    request.scratch_bytes = scratch_bytes;
-    request.forced = forced_kv_splits(max_kv_splits);
-    request.max_splits = max_kv_splits;
     const SplitChoice choice = choose_kv_splits(request);
     if (log_level() <= LogLevel::debug) {
       const std::string call = index == 0 ? "new tokens" : "context chunk " + std::to_string(index - 1);

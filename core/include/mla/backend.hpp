@@ -410,8 +410,11 @@ class PrefillBackend {
   virtual void attend(Queue& queue, const AttentionCall& call) const = 0;
 
  private:
-  AttentionResult run_call(Queue& queue, AttentionCall& call, bool return_lse, std::optional<TensorView> out,
-                           std::optional<TensorView> lse) const;
+  // The shared checks, the outputs, then attend(). `chunk_call`: a context
+  // chunk's call, whose index is checked before attend reads chunk < 0 as
+  // the new tokens.
+  AttentionResult run_call(Queue& queue, AttentionCall& call, bool chunk_call, bool return_lse,
+                           std::optional<TensorView> out, std::optional<TensorView> lse) const;
   void hold(Queue& queue, AttentionPlan plan);
   // Orders a convenience run on `queue` after the held plan's upload.
   void order_after_upload(Queue& queue);
@@ -454,6 +457,13 @@ struct PrefillStepBuffers {
 // The fewest query rows a flash backend's tile has (a warp's 16 rows):
 // attention_workspace_size counts work lists at this tile height.
 inline constexpr int min_planned_query_tile_rows = 16;
+
+// Bytes `words` 32-bit plan words take at the start of a plan's workspace:
+// rounded up to 256, where what follows them (the split-KV partials) starts.
+// attention_workspace_size and the flash backends' plans both count so.
+inline constexpr std::size_t plan_words_bytes(std::size_t words) {
+  return (words * sizeof(std::int32_t) + 255) / 256 * 256;
+}
 
 // Bytes of workspace enough for any built-in backend's plan of `metadata`
 // with `options` (AttentionPlan::workspace_bytes is never more): the words

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "core/workspace.hpp"
@@ -32,11 +31,7 @@ std::size_t words_bound(std::int64_t batch_size, std::int64_t num_q_tokens, std:
   return (batch + 1) + phases * ((batch + 1) + 2 * items);
 }
 
-std::size_t plan_bytes(std::size_t words, std::size_t scratch) {
-  const std::size_t a = detail::workspace_alignment;
-  const std::size_t word_bytes = (words * sizeof(std::int32_t) + a - 1) / a * a;
-  return word_bytes + scratch;
-}
+std::size_t plan_bytes(std::size_t words, std::size_t scratch) { return plan_words_bytes(words) + scratch; }
 
 }  // namespace
 
@@ -111,11 +106,8 @@ void PrefillBackend::upload_plan(Queue& queue, const AttentionPlan& plan, const 
   queue.memcpy(workspace.data, plan.workspace_words.data(), plan.workspace_words.size() * sizeof(std::int32_t));
 }
 
-AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool return_lse,
+AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool chunk_call, bool return_lse,
                                          std::optional<TensorView> out, std::optional<TensorView> lse) const {
-  // A context chunk's index is checked (check_chunk_args) before attend
-  // reads chunk < 0 as the new tokens.
-  const bool chunk_call = call.operation == std::string_view("run_context_chunk");
   const AttentionPlan& plan = *call.plan;
   const std::string backend_name = name();
   // The message prefix, built only when a check fails or needs it.
@@ -129,9 +121,7 @@ AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool
     bad_argument(who() + " on " + device_name(queue.backend(), queue.device_index()) + " but the plan is for " +
                  device_name(plan.queue_kind, plan.device_index));
   }
-  if (plan.workspace_bytes > 0 &&
-      (call.workspace.bytes < plan.workspace_bytes || call.workspace.data == nullptr ||
-       reinterpret_cast<std::uintptr_t>(call.workspace.data) % detail::workspace_base_alignment != 0)) {
+  if (plan.workspace_bytes > 0) {
     detail::check_workspace(who(), "AttentionPlan::workspace_bytes", call.workspace.data, call.workspace.bytes,
                             plan.workspace_bytes);
   }
@@ -165,7 +155,7 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const AttentionPlan
   call.scale = scale;
   call.out_scale = out_scale;
   call.operation = "run_new_tokens";
-  return run_call(queue, call, return_lse, out, lse);
+  return run_call(queue, call, /*chunk_call=*/false, return_lse, out, lse);
 }
 
 AttentionResult PrefillBackend::run_context_chunk(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
@@ -182,7 +172,7 @@ AttentionResult PrefillBackend::run_context_chunk(Queue& queue, const AttentionP
   call.v = v;
   call.scale = scale;
   call.operation = "run_context_chunk";
-  return run_call(queue, call, /*return_lse=*/true, out, lse);
+  return run_call(queue, call, /*chunk_call=*/true, /*return_lse=*/true, out, lse);
 }
 
 void PrefillBackend::hold(Queue& queue, AttentionPlan plan) {
@@ -243,7 +233,9 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const TensorView& q
                                                const TensorView& v, float scale, bool return_lse,
                                                std::optional<TensorView> out, std::optional<OutputScale> out_scale,
                                                std::optional<TensorView> lse) {
-  check_queue(queue, "run_new_tokens");
+  // A wrong queue is named before a missing prepare(); with a plan held,
+  // the planned call below checks the queue.
+  if (!prepared_) check_queue(queue, "run_new_tokens");
   const AttentionPlan& held = prepared_plan();
   order_after_upload(queue);
   const Workspace workspace{prepared_->workspace.get(), prepared_->workspace.bytes()};
@@ -254,7 +246,9 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const TensorView& q
 AttentionResult PrefillBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
                                                   const TensorView& k, const TensorView& v, float scale,
                                                   std::optional<TensorView> out, std::optional<TensorView> lse) {
-  check_queue(queue, "run_context_chunk");
+  // A wrong queue is named before a missing prepare(); with a plan held,
+  // the planned call below checks the queue.
+  if (!prepared_) check_queue(queue, "run_context_chunk");
   const AttentionPlan& held = prepared_plan();
   order_after_upload(queue);
   const Workspace workspace{prepared_->workspace.get(), prepared_->workspace.bytes()};

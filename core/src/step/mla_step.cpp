@@ -211,14 +211,15 @@ MlaStepPlan plan_mla_prefill(const PrefillBackend& backend, const Queue& queue, 
 
 namespace {
 
-// The step once its tensors have passed check_mla_step.
 // The step's attention plan: the one planned with the step, or one made now
-// from its host lengths, so the flash backends keep their heaviest-first
-// work lists and split decisions either way.
-AttentionPlan attention_plan(const PrefillBackend& backend, const Queue& queue, const MlaStepPlan& plan,
-                             const StepWorkspace& w, const char* who) {
-  AttentionPlan attention =
-      plan.attention_plan ? *plan.attention_plan : backend.plan(queue, plan.attention, attention_options(plan));
+// from its host lengths into `made`, so the flash backends keep their
+// heaviest-first work lists and split decisions either way. A kept plan is
+// used where it is, not copied.
+const AttentionPlan& attention_plan(const PrefillBackend& backend, const Queue& queue, const MlaStepPlan& plan,
+                                    const StepWorkspace& w, const char* who, std::optional<AttentionPlan>& made) {
+  const AttentionPlan& attention = plan.attention_plan
+                                       ? *plan.attention_plan
+                                       : made.emplace(backend.plan(queue, plan.attention, attention_options(plan)));
   if (attention.workspace_bytes > w.attention.bytes) {
     raise(ErrorCategory::invalid_argument, std::string(who) + ": " + backend.name() + "'s attention plan needs " +
                                                std::to_string(attention.workspace_bytes) +
@@ -236,7 +237,8 @@ void upload(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan
   if (!plan.slots.empty()) queue.memcpy(w.slots, plan.slots.data(), plan.slots.size() * sizeof(std::int64_t));
 }
 
-// `uploaded`: upload_mla_prefill already put the plan into the caller's workspace.
+// The step once its tensors have passed check_mla_step. `uploaded`:
+// upload_mla_prefill already put the plan into the caller's workspace.
 void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
                  const MlaStepOutputs& outputs, const Workspace& workspace, float scale,
                  std::optional<OutputScale> out_scale, MlaStepPhases* phases, bool uploaded) {
@@ -256,7 +258,8 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
   WorkspaceCursor cursor(memory.data, memory.bytes, "run_mla_prefill");
   const StepWorkspace w(cursor, plan);
 
-  const AttentionPlan attention = attention_plan(backend, queue, plan, w, "run_mla_prefill");
+  std::optional<AttentionPlan> made;
+  const AttentionPlan& attention = attention_plan(backend, queue, plan, w, "run_mla_prefill", made);
   if (!uploaded) upload(backend, queue, plan, attention, w);
 
   PhaseClock clock(queue, phases);
@@ -339,7 +342,8 @@ void upload_mla_prefill(const PrefillBackend& backend, Queue& queue, const MlaSt
   require_kept_plan(plan, workspace, "upload_mla_prefill");
   WorkspaceCursor cursor(workspace.data, workspace.bytes, "upload_mla_prefill");
   const StepWorkspace w(cursor, plan);
-  upload(backend, queue, plan, attention_plan(backend, queue, plan, w, "upload_mla_prefill"), w);
+  std::optional<AttentionPlan> made;  // stays empty: the plan keeps its attention plan
+  upload(backend, queue, plan, attention_plan(backend, queue, plan, w, "upload_mla_prefill", made), w);
 }
 
 void run_uploaded_mla_prefill(PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
