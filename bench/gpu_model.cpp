@@ -1,5 +1,5 @@
 // What the GPU kernels would cost an H100, counted by the SIMT emulator while
-// it runs them (backends/simt/cost.hpp): no GPU needed, so CI prints it.
+// it runs them (tests/support/simt/cost.hpp): no GPU needed, so CI prints it.
 //
 //   mla-gpu-model [--tokens N] [--heads H]    markdown table on stdout
 //

@@ -24,7 +24,7 @@ set(MLA_BUILD_DEFINITIONS
 # The vendor half of the GPU kernel headers (gpu_target/: device surface,
 # sm_80/sm_90a instructions, tensor map, MFMA products), found through the
 # include path, never beside the shared headers: nvcc's or HIP's here; the
-# GPU emulator's (backends/simt/target) on mla_simt and its tests only.
+# GPU emulator's (tests/support/simt/target) on mla_simt and its tests only.
 if(MLA_WITH_CUDA)
   set(MLA_GPU_TARGET_INCLUDE_DIR ${PROJECT_SOURCE_DIR}/backends/cuda/target)
 elseif(MLA_WITH_HIP)

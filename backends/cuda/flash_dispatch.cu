@@ -7,7 +7,7 @@
 #include "cuda_hip/flash_launch.hpp"
 #include "cuda_hip/gpu_runtime.hpp"
 #include "cuda_hip/split_merge_kernel.hpp"
-#include "flash_instances.hpp"
+#include "flash_launch.cuh"
 #include "mla/error.hpp"
 
 namespace mla::cuda_flash {

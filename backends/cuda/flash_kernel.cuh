@@ -1,6 +1,6 @@
 // The CUDA_FLASH forward kernel (the FlashAttention-2 algorithm on
-// mma.sync.m16n8k16). Its launcher is in flash_kernel_launch.cuh; the GPU
-// emulator (backends/simt) compiles this same header with a host compiler,
+// mma.sync.m16n8k16). Its launcher is in flash_launch.cuh; the GPU
+// emulator (tests/support/simt) compiles this same header with a host compiler,
 // so it names no vendor runtime header: the device builtins come through
 // sm80_primitives.cuh.
 //

@@ -3,8 +3,8 @@
 // (gpu::head_tile), sized from the device's L2 by the rule HOPPER_FLASH uses
 // (hopper_config.hpp): half of the L2 for the K and V of a group's heads at
 // the launch's key count. Plain C++, shared by the CUDA launcher
-// (flash_kernel_launch.cuh, flash_dispatch.cu) and the emulated one
-// (backends/simt), which differ only in how they start the blocks.
+// (flash_launch.cuh, flash_dispatch.cu) and the emulated one
+// (tests/support/simt), which differ only in how they start the blocks.
 #pragma once
 
 #include <climits>

@@ -1,6 +1,10 @@
-// Tile shapes and shared-memory layout of the HOPPER_FLASH kernel, one row per
-// (qk head dim, v head dim) of cuda_hip/flash_shapes.def. A plain constexpr
-// table: the kernel, its launcher, the emulated launcher and the host tests
+// HOPPER_FLASH as every build knows it, top to bottom: the block's shape and
+// shared-memory layout with the tile table (one row per (qk head dim, v head
+// dim) of cuda_hip/flash_shapes.def), the L2 head groups, the devices it runs
+// on with the kernel chooser over the table, and the persistent schedule the
+// kernel takes besides FlashParams. Plain C++ with no vendor header: the
+// kernel (hopper_kernel.cuh), its launch recipe (hopper_launch.hpp), the
+// backend's entry (compiled in every build), the emulator and the host tests
 // read the same numbers.
 //
 // A block is three warpgroups: one producer (TMA) and two consumers of 64
@@ -13,9 +17,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "cuda_hip/kernel_choice.hpp"
 #include "cuda_hip/tile_table.hpp"
 #include "mla/detail/host_device.hpp"
+#include "mla/queue.hpp"
 
 namespace mla::hopper_flash {
 
@@ -151,5 +158,61 @@ MLA_HOST_DEVICE constexpr int head_group(int num_heads, int max_group = default_
   }
   return group;
 }
+
+// --- The devices it runs on, and the chooser ---
+
+// One predicate, read by the entry (the selector's capability check) and by
+// the backend when it is handed a queue, so the two cannot disagree.
+inline constexpr DeviceBackend queue_kind = DeviceBackend::cuda;
+
+// wgmma and setmaxnreg exist only in the arch-specific sm_90a target, whose
+// code runs on compute capability 9.0 and nothing else: not on 8.x, and not
+// on 10.x or 12.x either (they lack wgmma).
+inline bool supports_device(const DeviceCapability& device) {
+  return device.vendor == Vendor::nvidia && device.major == 9 && device.minor == 0;
+}
+
+// Empty when supports_device(device); otherwise why not, for an error message.
+inline std::string device_gap(const DeviceCapability& device) {
+  if (supports_device(device)) return {};
+  return "runs sm_90a code (wgmma, TMA, mbarriers), which only an NVIDIA GPU of compute capability 9.0 "
+         "(H100, H200) executes; the queue's device is " +
+         device.describe() + " (CUDA_FLASH serves it)";
+}
+
+// The kernel chooser (cuda_hip/kernel_choice.hpp) over the tile table and
+// the device rule: the entry's validate(), the backend's planning and every
+// launch ask it.
+inline gpu::KernelChoice choose_kernel(const gpu::KernelRequest& request) {
+  gpu::TableRow row;
+  if (const HopperTileConfig* tile = find_hopper_tile_config(request.dims.qk_head_dim(), request.dims.v_head_dim)) {
+    row = {true, {tile->head_dim_qk, tile->head_dim_v, block_rows, tile->block_cols}, tile->shared_bytes()};
+  }
+  return gpu::choose_from_table(request, row, device_gap, "shared memory");
+}
+
+// --- The kernel's schedule ---
+
+// What a launch passes besides FlashParams and the tensor maps: the
+// persistent schedule (hopper_launch.hpp builds it).
+struct HopperSchedule {
+  int total_tiles = 0;  // (query tile, head, key split) triples: num_work * num_heads * num_splits
+  int head_group = 1;   // heads per L2 group, a divisor of num_heads
+  // Zero at launch, this launch's own: each block takes tile blockIdx.x
+  // first, then gridDim.x + atomicAdd(tile_counter, 1) whenever its producer
+  // is ready for another, so blocks that drew light tiles take more (the
+  // tiles are heaviest first). Null: block b takes b, b + gridDim.x, ...
+  int* tile_counter = nullptr;
+  // Nonzero: the two consumer warpgroups take turns at issuing their wgmmas
+  // (hopper_kernel.cuh), so one's softmax overlaps the other's GEMMs.
+  int pingpong = 0;
+  // Nonzero: O goes through a staging panel per consumer in shared memory
+  // and leaves it by TMA where the consumer's 64 rows lie inside their
+  // sequence, by 16-byte stores otherwise (hopper_kernel.cuh); fp8 output and
+  // split-KV partials never take it (tma_store_fits). The launch allocates
+  // the staging panels (HopperTileConfig::shared_bytes(true)) and passes the
+  // output's map.
+  int tma_store = 0;
+};
 
 }  // namespace mla::hopper_flash

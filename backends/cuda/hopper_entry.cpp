@@ -6,8 +6,7 @@
 
 #include "builtin_entries.hpp"
 #include "cuda_hip/flash_dims.hpp"
-#include "hopper_capability.hpp"
-#include "hopper_kernel_choice.hpp"
+#include "hopper_config.hpp"
 #include "mla/error.hpp"
 
 #if defined(MLA_WITH_HOPPER_FLASH)

@@ -1,6 +1,6 @@
 // The HOPPER_FLASH forward kernel: flash attention on sm_90a's warpgroup MMA
 // (wgmma), tensor memory accelerator (TMA) and mbarriers. Its launcher is in
-// hopper_launch.cuh; the GPU emulator (backends/simt) compiles this same
+// hopper_launch.cuh; the GPU emulator (tests/support/simt) compiles this same
 // header with a host compiler, so every Hopper instruction comes through
 // sm90_primitives.cuh and no vendor runtime header is named here.
 //
@@ -39,7 +39,6 @@
 #include <type_traits>
 
 #include "cuda/hopper_config.hpp"
-#include "cuda/hopper_kernel_params.hpp"
 #include "cuda/sm80_primitives.cuh"
 #include "cuda/sm90_primitives.cuh"
 #include "cuda_hip/flash_params.hpp"

@@ -1,7 +1,7 @@
 // The MLA step's up-projection on NVIDIA tensor cores: keys and values =
 // latents . kv_b_proj^T with mma.sync m16n8k16, operands rounded to the
 // compute dtype (bf16 or fp16), fp32 accumulators. The GPU emulator compiles
-// this same header with a host compiler (backends/simt/projection_emulated.cpp).
+// this same header with a host compiler (tests/support/simt/projection_emulated.cpp).
 //
 // Each warp owns 16 tokens x 64 output columns (8 n-tiles) and reads its
 // fragments straight from global memory (fragment_layout.hpp): no shared

@@ -3,7 +3,7 @@
 // accumulation, ex2.approx.ftz, and the register packing of two floats into
 // bf16x2 / f16x2.
 // The instructions come from gpu_target/sm80.cuh, which each build's include
-// path supplies: target/ here for nvcc, backends/simt/target for the GPU
+// path supplies: target/ here for nvcc, tests/support/simt/target for the GPU
 // emulator (tests only); what follows them is built on them.
 #pragma once
 

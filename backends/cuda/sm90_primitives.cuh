@@ -5,7 +5,7 @@
 // setmaxnreg, stmatrix, a 16-byte shared load and a global atomic. wgmma and setmaxnreg need the
 // sm_90a target (-gencode=arch=compute_90a,code=sm_90a); a plain sm_90 pass
 // rejects them. The instructions come from gpu_target/sm90.cuh, which each
-// build's include path supplies: target/ here for nvcc, backends/simt/target
+// build's include path supplies: target/ here for nvcc, tests/support/simt/target
 // for the GPU emulator (tests only).
 //
 // Signatures as agreed for the Hopper kernel; additions only. Beyond the first

@@ -4,7 +4,7 @@
 // parameter. TensorMap comes from gpu_target/tensor_map.hpp, which each
 // build's include path supplies: CUtensorMap for nvcc (target/ here); for the
 // GPU emulator an emulated map of the same size and alignment that the
-// emulated TMA instructions read (backends/simt/target).
+// emulated TMA instructions read (tests/support/simt/target).
 #pragma once
 
 #include <cstdint>

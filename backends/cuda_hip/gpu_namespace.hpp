@@ -4,7 +4,7 @@
 // vendor runtime header.
 #pragma once
 
-// A build may name its own (the GPU emulator's: emulated, backends/simt).
+// A build may name its own (the GPU emulator's: emulated, tests/support/simt).
 #if !defined(MLA_GPU_NAMESPACE)
 #if defined(MLA_HIP_COMPILE)
 #define MLA_GPU_NAMESPACE hip

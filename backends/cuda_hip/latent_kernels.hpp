@@ -2,7 +2,7 @@
 // host planning around them (dtype dispatch, grid size; the projection's in
 // latent_params.hpp), shared by the CUDA and HIP builds and the GPU emulator:
 // each supplies only the launch (latents.cu, or
-// backends/simt/latents_emulated.cpp).
+// tests/support/simt/latents_emulated.cpp).
 //
 // The projection is a plain SIMT kernel: each thread accumulates a 4 x 4
 // block of (token, output column) in fp32 registers along the latent index,

@@ -1,7 +1,7 @@
 // The LSE merge kernel and the host planning around it (vector width, grid
 // size, dtype dispatch), shared by the CUDA and HIP builds and the GPU
 // emulator: each supplies only the launch itself (merge_attn_states.cu, or
-// backends/simt/merge_emulated.cpp).
+// tests/support/simt/merge_emulated.cpp).
 //
 // One pass over [tokens, heads, V]: each thread merges a run of `Vec`
 // elements of one (token, head) row. When all three outputs are contiguous in

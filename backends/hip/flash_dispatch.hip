@@ -8,7 +8,7 @@
 
 #include "cuda_hip/flash_launch.hpp"
 #include "cuda_hip/split_merge_kernel.hpp"
-#include "flash_instances.hpp"
+#include "flash_kernel_launch.hpp"
 #include "hip/capability.hpp"
 #include "mla/error.hpp"
 

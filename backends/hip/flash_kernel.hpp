@@ -1,6 +1,6 @@
 // The HIP_FLASH forward kernel (the FlashAttention-2 algorithm on 32x32x8
 // MFMA, wave64). Its launcher is in flash_kernel_launch.hpp; the GPU emulator
-// (backends/simt) compiles this same header with a host clang, so it names no
+// (tests/support/simt) compiles this same header with a host clang, so it names no
 // vendor runtime header: the device builtins come through mfma.hpp.
 //
 // One workgroup per (work item, head); a work item is one query tile of one

@@ -1,14 +1,28 @@
 // The <<<>>> launch of the HIP_FLASH kernel from its recipe
-// (flash_launch_recipe.hpp) and its launch error. Included only by
-// flash_instantiate.hpp.
+// (flash_launch_recipe.hpp) with its launch error, then the compiled
+// instantiations, declared for the dispatch (flash_dispatch.hip): four per
+// (qk, v) pair of cuda_hip/flash_shapes.def (bf16 and fp16, for each tile
+// family). Causality is a runtime flag: it only moves loop bounds and the
+// mask test, and keeping it out of the template halves the kernels every gfx
+// target compiles. (Each target compiles only its own family's rows; the
+// others are traps, see mfma.hpp.) CMake generates one flash_dqk<QK>_dv<V>.hip
+// per pair that defines MLA_FLASH_QK and MLA_FLASH_V and includes this
+// header, which then defines that pair's instantiations (the last block), so
+// a parallel build compiles the pairs side by side. HIP only: the emulator
+// (tests/support/simt) starts the blocks of the same recipe itself.
 #pragma once
 
+// The vendor runtime first: mla/detail/numeric.hpp, which the kernel's
+// headers include, uses its bit casts.
 #include "cuda_hip/gpu_runtime.hpp"
-#include "flash_instances.hpp"
+#include "flash_config.hpp"
 #include "flash_kernel.hpp"
 #include "flash_launch_recipe.hpp"
+#include "mla/tensor.hpp"
 
 namespace mla::hip_flash {
+
+using gpu::FlashParams;
 
 template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
@@ -18,5 +32,29 @@ void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
   flash_forward_kernel<D, HeadDimQk, HeadDimV, Family><<<grid, launch.threads, 0, stream>>>(params);
   gpu::check_launch(launch.kernel, launch.describe(params));
 }
+
+// The compiled instantiations, declared for the dispatch.
+#define MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, F)                                                           \
+  extern template void launch_flash_forward<DType::bfloat16, QK, V, F>(const FlashParams&, gpu::Stream); \
+  extern template void launch_flash_forward<DType::float16, QK, V, F>(const FlashParams&, gpu::Stream);
+#define MLA_HIP_FLASH_DECLARE(QK, V)                      \
+  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna12) \
+  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna3)
+#define MLA_FLASH_SHAPE(nope, rope, v) MLA_HIP_FLASH_DECLARE((nope) + (rope), (v))
+#include "cuda_hip/flash_shapes.def"
+#undef MLA_FLASH_SHAPE
+#undef MLA_HIP_FLASH_DECLARE
+#undef MLA_HIP_FLASH_DECLARE_FAMILY
+
+// The explicit instantiations of the pair a generated flash_dqk<QK>_dv<V>.hip
+// names (cmake/MlaFlashShapes.cmake).
+#if defined(MLA_FLASH_QK) && defined(MLA_FLASH_V)
+#define MLA_HIP_FLASH_INSTANTIATE(F)                                                                                  \
+  template void launch_flash_forward<DType::bfloat16, MLA_FLASH_QK, MLA_FLASH_V, F>(const FlashParams&, gpu::Stream); \
+  template void launch_flash_forward<DType::float16, MLA_FLASH_QK, MLA_FLASH_V, F>(const FlashParams&, gpu::Stream);
+MLA_HIP_FLASH_INSTANTIATE(TileFamily::cdna12)
+MLA_HIP_FLASH_INSTANTIATE(TileFamily::cdna3)
+#undef MLA_HIP_FLASH_INSTANTIATE
+#endif
 
 }  // namespace mla::hip_flash

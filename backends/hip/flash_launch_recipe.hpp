@@ -1,6 +1,6 @@
 // The launch recipe of a HIP_FLASH instantiation: its name and grid, one
 // block per (work item, head, key split). Plain C++, shared by the HIP
-// launcher (flash_kernel_launch.hpp) and the emulated one (backends/simt),
+// launcher (flash_kernel_launch.hpp) and the emulated one (tests/support/simt),
 // which differ only in how they start the blocks.
 #pragma once
 

@@ -1,8 +1,8 @@
 // The MFMA tile product of the HIP_FLASH kernel and the device macros that
 // gate it. Included only by HIP sources and by the GPU emulator's host clang
-// compile of the kernel (backends/simt). The products and the macros come from
+// compile of the kernel (tests/support/simt). The products and the macros come from
 // gpu_target/mfma.hpp, which each build's include path supplies: target/ here
-// for a HIP compile, backends/simt/target for the emulator (the emulator's
+// for a HIP compile, tests/support/simt/target for the emulator (the emulator's
 // products, the device surface of simt/hip_device.hpp).
 //
 // Gating happens twice (as in ggml): here by device macro, derived from the

@@ -2,7 +2,7 @@
 // kv_b_proj^T with v_mfma_f32_32x32x8 (mfma.hpp), operands rounded to the
 // compute dtype (bf16 or fp16), fp32 accumulators. Its launch is in
 // projection.hip; the GPU emulator compiles this same header with a host
-// clang (backends/simt/hip_flash_emulated.cpp), so it names no vendor runtime
+// clang (tests/support/simt/hip_flash_emulated.cpp), so it names no vendor runtime
 // header.
 //
 // Each wave computes the transposed product out^T = W X^T for 32 tokens (the

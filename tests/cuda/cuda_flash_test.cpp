@@ -24,7 +24,7 @@
 
 #include "builtin_entries.hpp"
 #include "config/scoped_env.hpp"
-#include "cuda/hopper_capability.hpp"
+#include "cuda/hopper_config.hpp"
 #include "gpu_test_support.hpp"
 #include "log_capture.hpp"
 #include "mla/config.hpp"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "builtin_entries.hpp"
-#include "cuda/hopper_capability.hpp"
+#include "cuda/hopper_config.hpp"
 #include "gpu_test_support.hpp"
 #include "mla/mla_step.hpp"
 

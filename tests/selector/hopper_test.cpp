@@ -1,8 +1,8 @@
 // HOPPER_FLASH in the built-in priority lists, on simulated platforms
 // (parse_platform, as MLA_PLATFORM gives them): first on 9.0, refused with
 // its reason elsewhere, CUDA_FLASH behind it everywhere. The fakes use the
-// real capability predicate of backends/cuda/hopper_capability.hpp.
-#include "cuda/hopper_capability.hpp"
+// real capability predicate of backends/cuda/hopper_config.hpp.
+#include "cuda/hopper_config.hpp"
 #include "mla/platform.hpp"
 #include "selector/selector_fixture.hpp"
 

@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "cuda/hopper_kernel.cuh"
-#include "cuda/hopper_maps.hpp"
-#include "cuda/hopper_schedule.hpp"
+#include "cuda/hopper_launch.hpp"
 #include "mla/error.hpp"
 
 namespace mla::hopper_flash {

@@ -1,5 +1,5 @@
 // The sm_80 instructions of cuda/sm80_primitives.cuh as inline PTX, for nvcc
-// (the GPU emulator supplies the same names from backends/simt/target).
+// (the GPU emulator supplies the same names from tests/support/simt/target).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,5 +1,5 @@
 // The sm_90a instructions of cuda/sm90_primitives.cuh as inline PTX, for nvcc
-// (the GPU emulator supplies the same names from backends/simt/target).
+// (the GPU emulator supplies the same names from tests/support/simt/target).
 #pragma once
 
 #include "cuda/sm90_tensor_map.hpp"

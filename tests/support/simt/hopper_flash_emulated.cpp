@@ -8,10 +8,9 @@
 #include <string>
 #include <utility>
 
+#include "cuda/hopper_config.hpp"
 #include "cuda/hopper_kernel.cuh"
-#include "cuda/hopper_kernel_choice.hpp"
-#include "cuda/hopper_maps.hpp"
-#include "cuda/hopper_schedule.hpp"
+#include "cuda/hopper_launch.hpp"
 #include "cuda_hip/flash_dims.hpp"
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "mla/error.hpp"

@@ -1,5 +1,5 @@
 // The emulator's per-block state, shared by the scheduler (emulator.cpp) and
-// the instruction semantics (warp_ops.cpp). Internal to backends/simt.
+// the instruction semantics (warp_ops.cpp). Internal to tests/support/simt.
 #pragma once
 
 #include <boost/context/fiber.hpp>

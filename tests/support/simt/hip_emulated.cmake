@@ -1,4 +1,4 @@
-# The emulated HIP_FLASH kernels (included by backends/simt/CMakeLists.txt).
+# The emulated HIP_FLASH kernels (included by tests/support/simt/CMakeLists.txt).
 # The kernel source uses clang's ext_vector_type and _Float16, so a clang 15
 # or newer compiles hip_flash_emulated.cpp (with MLA_SIMT_EMULATION) into an
 # object of mla_simt, whatever compiler builds the rest of the project; the
@@ -12,8 +12,6 @@
 # a deliberately broken copy of backends/hip (ci/emulator-defects).
 
 set(mla_simt_dir ${CMAKE_CURRENT_LIST_DIR} CACHE INTERNAL "")
-cmake_path(GET CMAKE_CURRENT_LIST_DIR PARENT_PATH mla_simt_backends_dir)
-set(mla_simt_backends_dir ${mla_simt_backends_dir} CACHE INTERNAL "")
 
 # find_program validator: a clang whose version is 15 or newer.
 function(mla_simt_clang_is_usable result candidate)
@@ -39,7 +37,7 @@ message(STATUS "GPU emulator: emulated HIP_FLASH kernels compiled by ${MLA_SIMT_
 
 # Compiles hip_flash_emulated.cpp into <object> (an absolute path) by a custom
 # command of the calling directory; add <object> to a target of that
-# directory. INCLUDE_BEFORE directories are searched before backends/, so that
+# directory. INCLUDE_BEFORE directories are searched before the rest, so that
 # <dir>/hip/flash_kernel.hpp replaces the kernel. Header dependencies come from
 # the compiler's depfile.
 function(mla_simt_compile_hip_flash object)
@@ -49,7 +47,7 @@ function(mla_simt_compile_hip_flash object)
   # (`#pragma unroll`) and -Wno-psabi: the kernel passes 64-byte accumulator
   # vectors by value between inline functions of this one translation unit,
   # so their host ABI is irrelevant.
-  set(flags -std=c++20 -O2 -fPIC -DMLA_SIMT_EMULATION -DMLA_GPU_NAMESPACE=emulated
+  set(flags -std=c++20 -O2 -fPIC
     -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion -Wno-unknown-pragmas -Wno-psabi)
   if(MLA_WARNINGS_AS_ERRORS)
     list(APPEND flags -Werror)
@@ -58,16 +56,18 @@ function(mla_simt_compile_hip_flash object)
   foreach(dir IN LISTS arg_INCLUDE_BEFORE)
     list(APPEND before -I${dir})
   endforeach()
-  # What mla's consumers get (core/include, platform/include, its public
-  # definitions), empty entries (an INSTALL_INTERFACE path) filtered out,
-  # after backends/ for "hip/...", "cuda_hip/..." and "simt/...".
-  set(includes "$<FILTER:$<TARGET_PROPERTY:mla,INTERFACE_INCLUDE_DIRECTORIES>,INCLUDE,.>")
-  set(definitions "$<FILTER:$<TARGET_PROPERTY:mla,INTERFACE_COMPILE_DEFINITIONS>,INCLUDE,.>")
+  # What mla_simt's consumers get, as g++ builds the rest of the emulator:
+  # its definitions (MLA_SIMT_EMULATION, MLA_GPU_NAMESPACE=emulated) and
+  # include path (backends/ for "hip/...", "cuda_hip/...", tests/support for
+  # "simt/...", target/ for gpu_target/), then mla's, read transitively from
+  # the targets; empty entries (an INSTALL_INTERFACE path) filtered out.
+  set(includes "$<FILTER:$<TARGET_PROPERTY:mla_simt,INTERFACE_INCLUDE_DIRECTORIES>,INCLUDE,.>")
+  set(definitions "$<FILTER:$<TARGET_PROPERTY:mla_simt,INTERFACE_COMPILE_DEFINITIONS>,INCLUDE,.>")
   add_custom_command(
     OUTPUT ${object}
     COMMAND ${MLA_SIMT_CLANGXX} ${flags} $<$<CONFIG:Debug,RelWithDebInfo>:-g>
             "$<$<BOOL:${definitions}>:-D$<JOIN:${definitions},;-D>>"
-            ${before} -I${mla_simt_backends_dir} -I${mla_simt_dir}/target
+            ${before}
             "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
             -MD -MF ${object}.d -c ${source} -o ${object}
     DEPENDS ${source}

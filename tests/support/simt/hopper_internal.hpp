@@ -1,6 +1,6 @@
 // Shared by the sm_90 emulation sources (hopper_*.cpp): the shadow-state
 // checks of async-proxy reads and of writes into chunks the async engines
-// still use, and TMA landing. Internal to backends/simt.
+// still use, and TMA landing. Internal to tests/support/simt.
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,13 @@
+// HOPPER_FLASH's backend: its kernel chooser, launch and dispatch
+// (hopper_launch.cuh) in the GPU backend class CUDA_FLASH and HIP_FLASH share,
+// with CUDA_FLASH's merge, gather and up-projection kernels.
 #include "hopper_backend.hpp"
 
 #include "cuda_hip/gpu_flash_backend.hpp"
 #include "cuda_hip/latents.hpp"
 #include "cuda_hip/merge_attn_states.hpp"
-#include "hopper_capability.hpp"
-#include "hopper_kernel_choice.hpp"
-#include "hopper_launch.hpp"
+#include "hopper_config.hpp"
+#include "hopper_launch.cuh"
 #include "projection.hpp"
 
 namespace mla::hopper_flash {
