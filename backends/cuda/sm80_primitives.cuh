@@ -1,7 +1,7 @@
 // The sm_80 instructions the kernel is built from, as inline PTX: cp.async
 // with zero fill, ldmatrix (plain and transposed), mma.sync m16n8k16 with fp32
-// accumulation, ex2.approx.ftz, and the register packing of two floats into
-// bf16x2 / f16x2.
+// accumulation (and m16n8k32 on e4m3, sm_89 and newer), ex2.approx.ftz, and
+// the register packing of two floats into bf16x2 / f16x2.
 // The instructions come from gpu_target/sm80.cuh, which each build's include
 // path supplies: target/ here for nvcc, tests/support/simt/target for the GPU
 // emulator (tests only); what follows them is built on them.

@@ -1,7 +1,9 @@
 // Compiles every primitive of sm90_primitives.cuh for sm_90a (CMake's
-// CUDA_ARCHITECTURES 90a, i.e. -gencode=arch=compute_90a,code=sm_90a), so the
+// CUDA_ARCHITECTURES 90a, i.e. -gencode=arch=compute_90a,code=sm_90a), and
+// sm80_primitives.cuh's e4m3 mma.sync, which exists from sm_89 on, so the
 // inline PTX is assembled in every CUDA build, before any kernel uses it. Not
 // linked into the library.
+#include "cuda/sm80_primitives.cuh"
 #include "cuda/sm90_primitives.cuh"
 
 namespace mla::cuda_flash::sm90 {
@@ -76,3 +78,14 @@ __global__ void __launch_bounds__(384, 1)
 }
 
 }  // namespace mla::cuda_flash::sm90
+
+namespace mla::cuda_flash::sm80 {
+
+__global__ void sm89_fp8_mma(const std::uint32_t* in, float* out) {
+  const std::uint32_t a[4] = {in[0], in[1], in[2], in[3]};
+  float d[4] = {out[0], out[1], out[2], out[3]};
+  mma_16832_e4m3(d, a, in[4], in[5]);
+  for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = d[i];
+}
+
+}  // namespace mla::cuda_flash::sm80

@@ -1,4 +1,5 @@
-// The emulator's reading of the sm_90 layouts (simt/sm90_layout.hpp) against
+// The emulator's reading of the sm_90 layouts (simt/sm90_layout.hpp) and of
+// the e4m3 mma.sync fragments (simt/sm80_layout.hpp) against
 // an independent one: CUTLASS/CuTe's swizzle functors, GMMA layout atoms,
 // descriptor builder (make_gmma_desc) and wgmma fragment layouts. A misreading
 // of the ISA shared by the emulator and a kernel would pass the probes; here it
@@ -7,9 +8,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cute/atom/mma_traits_sm89.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 
+#include "simt/sm80_layout.hpp"
 #include "simt/sm90_layout.hpp"
 
 namespace {
@@ -120,6 +123,33 @@ TEST(CuteCrossCheck, RegisterAFragmentsMatchCute) {
       const layout::Position p = layout::a_fragment_position(t, h);
       ASSERT_EQ(p.row, index % 64) << "thread " << t << ", value " << h;
       ASSERT_EQ(p.col, index / 64) << "thread " << t << ", value " << h;
+    }
+  }
+}
+
+// mma.sync m16n8k32 on e4m3 (sm_89+): CuTe's atom lays A out as (M, K), B as
+// (N, K) and C as (M, N), each column-major over (thread, value).
+TEST(CuteCrossCheck, Fp8MmaFragmentsMatchCute) {
+  namespace k32 = mla::simt::sm80_layout;
+  using Traits = MMA_Traits<SM89_16x8x32_F32E4M3E4M3F32_TN>;
+  for (int t = 0; t < 32; ++t) {
+    for (int v = 0; v < 16; ++v) {
+      const int index = typename Traits::ALayout{}(t, v);
+      const k32::Coord a = k32::mma_k32_a(t, v);
+      ASSERT_EQ(a.row, index % 16) << "A, thread " << t << ", value " << v;
+      ASSERT_EQ(a.col, index / 16) << "A, thread " << t << ", value " << v;
+    }
+    for (int v = 0; v < 8; ++v) {
+      const int index = typename Traits::BLayout{}(t, v);
+      const k32::Coord b = k32::mma_k32_b(t, v);
+      ASSERT_EQ(b.col, index % 8) << "B, thread " << t << ", value " << v;
+      ASSERT_EQ(b.row, index / 8) << "B, thread " << t << ", value " << v;
+    }
+    for (int v = 0; v < 4; ++v) {
+      const int index = typename Traits::CLayout{}(t, v);
+      const k32::Coord c = k32::mma_k32_c(t, v);
+      ASSERT_EQ(c.row, index % 16) << "C, thread " << t << ", value " << v;
+      ASSERT_EQ(c.col, index / 16) << "C, thread " << t << ", value " << v;
     }
   }
 }

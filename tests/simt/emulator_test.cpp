@@ -292,6 +292,95 @@ TEST_P(Schedules, MmaComputesTheProductOfThePtxFragments) {
   }
 }
 
+// Random e4m3 codes over the whole finite range: subnormals, 448 and both
+// zeros included, NaN (0x7f, 0xff) excluded.
+std::uint8_t random_e4m3(std::mt19937& rng) {
+  std::uniform_int_distribution<int> code(0, 255);
+  for (;;) {
+    const auto c = static_cast<std::uint8_t>(code(rng));
+    if ((c & 0x7f) != 0x7f) return c;
+  }
+}
+
+// The m16n8k32 .e4m3 fragments written here from the PTX ISA's tables, apart
+// from the emulator's (simt/sm80_layout.hpp): A row groupID (+8 for bytes
+// 4-7 of each 8), column 4 * threadID_in_group + byte (+16 for registers 2
+// and 3); B k = 4 * threadID_in_group + byte (+16 for register 1), column groupID.
+struct Fp8Fragments {
+  std::uint32_t a[4];
+  std::uint32_t b[2];
+};
+
+Fp8Fragments fp8_fragments(const std::uint8_t (&a)[16][32], const std::uint8_t (&b)[32][8], int lane) {
+  const int g = lane / 4, t = lane % 4;
+  Fp8Fragments f{};
+  for (int r = 0; r < 4; ++r) {
+    const int row = g + 8 * (r % 2), col = 4 * t + 16 * (r / 2);
+    for (int byte = 0; byte < 4; ++byte) f.a[r] |= std::uint32_t{a[row][col + byte]} << (8 * byte);
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (int byte = 0; byte < 4; ++byte) f.b[r] |= std::uint32_t{b[4 * t + 16 * r + byte][g]} << (8 * byte);
+  }
+  return f;
+}
+
+// Runs one warp's m16n8k32 e4m3 product of a and b onto c, into d [16][8].
+std::string run_fp8_mma(const std::uint8_t (&a)[16][32], const std::uint8_t (&b)[32][8], const float (&c)[16][8],
+                        float (&d)[16][8]) {
+  return failure_of(one_block(32), [&] {
+    const int lane = static_cast<int>(threadIdx.x), g = lane / 4, t = lane % 4;
+    const Fp8Fragments f = fp8_fragments(a, b, lane);
+    float acc[4] = {c[g][2 * t], c[g][2 * t + 1], c[g + 8][2 * t], c[g + 8][2 * t + 1]};
+    sm80::mma_16832_e4m3(acc, f.a, f.b[0], f.b[1]);
+    d[g][2 * t] = acc[0];
+    d[g][2 * t + 1] = acc[1];
+    d[g + 8][2 * t] = acc[2];
+    d[g + 8][2 * t + 1] = acc[3];
+  });
+}
+
+TEST_P(Schedules, Fp8MmaComputesTheProductOfThePtxFragments) {
+  std::mt19937 rng(19);
+  std::uniform_real_distribution<float> dist(-1000.0f, 1000.0f);
+  std::uint8_t a[16][32], b[32][8];
+  float c[16][8];
+  for (auto& row : a)
+    for (std::uint8_t& x : row) x = random_e4m3(rng);
+  for (auto& row : b)
+    for (std::uint8_t& x : row) x = random_e4m3(rng);
+  for (auto& row : c)
+    for (float& x : row) x = dist(rng);
+  float d[16][8] = {};
+  ASSERT_EQ(run_fp8_mma(a, b, c, d), "");
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 8; ++j) {
+      double want = c[i][j];
+      for (int k = 0; k < 32; ++k) {
+        want += static_cast<double>(numeric::fp8_e4m3_to_float(a[i][k])) * numeric::fp8_e4m3_to_float(b[k][j]);
+      }
+      // Products reach 448^2: fp32 keeps 24 bits of the sum.
+      EXPECT_NEAR(d[i][j], want, 1e-6 * std::max(1.0, std::abs(want))) << i << "," << j;
+    }
+  }
+}
+
+TEST_P(Schedules, Fp8MmaGivesNanOnlyWhereANanByteIsRead) {
+  std::mt19937 rng(23);
+  std::uint8_t a[16][32], b[32][8];
+  const float c[16][8] = {};
+  for (auto& row : a)
+    for (std::uint8_t& x : row) x = random_e4m3(rng);
+  for (auto& row : b)
+    for (std::uint8_t& x : row) x = random_e4m3(rng);
+  a[11][21] = 0x7f;  // row 11 of the product
+  b[5][3] = 0xff;    // column 3
+  float d[16][8] = {};
+  ASSERT_EQ(run_fp8_mma(a, b, c, d), "");
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 8; ++j) EXPECT_EQ(std::isnan(d[i][j]), i == 11 || j == 3) << i << "," << j;
+  }
+}
+
 TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);

@@ -144,6 +144,10 @@ enum class Element { float16, bfloat16 };
 void mma_m16n8k16(Element element, float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1,
                   Site site);
 
+// mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 (sm_89 and newer), d += a b;
+// four e4m3 values per register (simt/sm80_layout.hpp).
+void mma_m16n8k32_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1, Site site);
+
 // v_mfma_f32_32x32x8{f16,bf16_1k}: acc += A B over one wave of 64 lanes; a and
 // b are 4 raw 16-bit values per lane.
 void mfma_32x32x8(Element element, float (&acc)[16], const std::uint16_t (&a)[4], const std::uint16_t (&b)[4],

@@ -54,6 +54,12 @@ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t 
   simt::mma_m16n8k16(element, d, a, b0, b1, {file, line});
 }
 
+// d = a * b + d for a 16x32 (A) by 32x8 (B) product of e4m3 values, fp32 accumulators.
+inline void mma_16832_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1,
+                           const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  simt::mma_m16n8k32_e4m3(d, a, b0, b1, {file, line});
+}
+
 // ex2.approx.ftz.f32: denormal inputs read as 0, denormal results become 0;
 // the host's exp2f stands in for the unit's approximation (within 2 ulp).
 inline float exp2_ftz(float x) {

@@ -8,6 +8,7 @@
 
 #include "block.hpp"
 #include "mla/detail/numeric.hpp"
+#include "simt/sm80_layout.hpp"
 
 namespace mla::simt {
 namespace {
@@ -132,6 +133,50 @@ void mma_compute(Block& block, int first) {
   }
 }
 
+// ---- mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 (sm_89+) ----
+// Four e4m3 bytes per register (sm80_layout.hpp: value i is byte i % 4 of
+// register i / 4); C and D as for m16n8k16. Every product of two e4m3 values
+// is exact in double and so is a sum of 32 of them: one rounding at the end.
+// A NaN byte (0x7f / 0xff) gives NaN where it is read.
+struct MmaFp8In {
+  float d[4];
+  std::uint32_t a[4];
+  std::uint32_t b[2];
+};
+
+float e4m3_byte(std::uint32_t reg, int byte) {
+  return numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>((reg >> (8 * byte)) & 0xffu));
+}
+
+void mma_fp8_compute(Block& block, int first) {
+  count_tensor_flops(2 * 16 * 8 * 32);
+  float a[16][32], b[32][8], c[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const MmaFp8In& in = in_of<MmaFp8In>(block, first + lane);
+    for (int i = 0; i < 16; ++i) {
+      const sm80_layout::Coord at = sm80_layout::mma_k32_a(lane, i);
+      a[at.row][at.col] = e4m3_byte(in.a[i / 4], i % 4);
+    }
+    for (int i = 0; i < 8; ++i) {
+      const sm80_layout::Coord at = sm80_layout::mma_k32_b(lane, i);
+      b[at.row][at.col] = e4m3_byte(in.b[i / 4], i % 4);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const sm80_layout::Coord at = sm80_layout::mma_k32_c(lane, i);
+      c[at.row][at.col] = in.d[i];
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    MmaOut& out = out_of<MmaOut>(block, first + lane);
+    for (int i = 0; i < 4; ++i) {
+      const sm80_layout::Coord at = sm80_layout::mma_k32_c(lane, i);
+      double sum = c[at.row][at.col];
+      for (int k = 0; k < 32; ++k) sum += static_cast<double>(a[at.row][k]) * b[k][at.col];
+      out.d[i] = static_cast<float>(sum);
+    }
+  }
+}
+
 // ---- v_mfma_f32_32x32x8{f16,bf16_1k} and v_mfma_f32_32x32x4bf16 ----
 // One 32x32 output block, wave64, `values` (4 or 2) operand values per lane:
 //   A[i][k]: lane i + 32 * (k / values), value k % values
@@ -220,6 +265,17 @@ void mma_m16n8k16(Element element, float (&d)[4], const std::uint32_t (&a)[4], s
   in.element = element;
   MmaOut out{};
   collective("mma.sync.m16n8k16", site, &in, sizeof in, &out, sizeof out, mma_compute);
+  std::memcpy(d, out.d, sizeof out.d);
+}
+
+void mma_m16n8k32_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1, Site site) {
+  MmaFp8In in{};
+  std::memcpy(in.d, d, sizeof in.d);
+  std::memcpy(in.a, a, sizeof in.a);
+  in.b[0] = b0;
+  in.b[1] = b1;
+  MmaOut out{};
+  collective("mma.sync.m16n8k32.e4m3", site, &in, sizeof in, &out, sizeof out, mma_fp8_compute);
   std::memcpy(d, out.d, sizeof out.d);
 }
 

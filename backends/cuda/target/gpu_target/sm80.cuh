@@ -72,6 +72,25 @@ __device__ inline void mma_16816<__half>(float (&d)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d = a * b + d for a 16x32 (A) by 32x8 (B) product of e4m3 values, fp32
+// accumulators: four e4m3 per register. The instruction exists on sm_89 and
+// newer; compiled for an older target the call traps, so a caller must be
+// chosen for 8.9+ devices only.
+__device__ inline void mma_16832_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  (void)d;
+  (void)a;
+  (void)b0;
+  (void)b1;
+  __trap();
+#else
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
 // 2^x as the special-function unit computes it, denormal inputs and results
 // flushed to zero: one MUFU.EX2. exp2f adds a range check and two multiplies
 // around it to keep denormal results, which softmax weights never need.
