@@ -32,6 +32,27 @@ __device__ void every_width(std::uint64_t a, std::uint64_t b, const std::uint32_
   every_wgmma_form<T, 256>(a, b, a_regs, out);
 }
 
+// e4m3: K-major operands only, k32.
+template <int N>
+__device__ void every_fp8_form(std::uint64_t a, std::uint64_t b, const std::uint32_t (&a_regs)[4], float* out) {
+  float d[N / 2] = {};
+  wgmma_fence();
+  wgmma_ss<__nv_fp8_e4m3, N, false>(d, a, b, 0);
+  wgmma_rs<__nv_fp8_e4m3, N, false>(d, a_regs, b, 1);
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+  wgmma_fence_operand(d);
+  for (int i = 0; i < N / 2; ++i) out[i] += d[i];
+}
+
+__device__ void every_fp8_width(std::uint64_t a, std::uint64_t b, const std::uint32_t (&a_regs)[4], float* out) {
+  every_fp8_form<64>(a, b, a_regs, out);
+  every_fp8_form<96>(a, b, a_regs, out);
+  every_fp8_form<128>(a, b, a_regs, out);
+  every_fp8_form<192>(a, b, a_regs, out);
+  every_fp8_form<256>(a, b, a_regs, out);
+}
+
 }  // namespace
 
 __global__ void __launch_bounds__(384, 1)
@@ -62,6 +83,7 @@ __global__ void __launch_bounds__(384, 1)
     const std::uint32_t a_regs[4] = {threadIdx.x, 2, 3, 4};
     every_width<__nv_bfloat16>(a, b, a_regs, out);
     every_width<__half>(a, b, a_regs, out);
+    every_fp8_width(a, b, a_regs, out);
     stmatrix_x4(shared_address(smem), a_regs);
     stmatrix_x4_trans(shared_address(smem + 512), a_regs);
     fence_proxy_async_shared();

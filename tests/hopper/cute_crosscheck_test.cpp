@@ -51,14 +51,16 @@ TEST(CuteCrossCheck, SwizzlePatternsMatchCuteSwizzles) {
 // 16 columns (one wgmma's k) at a time: the descriptor CuTe builds for each
 // block, decoded and walked the emulator's way from the block's start, must
 // address every element where CuTe's tensor puts it.
-template <class Atom, GMMA::Major Major, int MN, int KW>
+// E: the element type; a wgmma's k is 32 bytes (16 bf16, 32 e4m3).
+template <class Atom, GMMA::Major Major, int MN, int KW, class E = bf16>
 void expect_descriptor_walk_matches(int expected_swizzle) {
-  alignas(1024) static bf16 buffer[MN * KW];
+  constexpr int depth = 32 / static_cast<int>(sizeof(E));
+  alignas(1024) static E buffer[MN * KW];
   const auto tile = tile_to_shape(Atom{}, make_shape(Int<MN>{}, Int<KW>{}));
   const Tensor tensor = make_tensor(make_smem_ptr(buffer), tile);
   const auto* base = reinterpret_cast<const char*>(buffer);
-  for (int kb = 0; kb < KW / 16; ++kb) {
-    const Tensor block = local_tile(tensor, make_shape(Int<MN>{}, Int<16>{}), make_coord(0, kb));
+  for (int kb = 0; kb < KW / depth; ++kb) {
+    const Tensor block = local_tile(tensor, make_shape(Int<MN>{}, Int<depth>{}), make_coord(0, kb));
     const std::uint64_t bits = quietly([&] { return GMMA::make_gmma_desc<Major>(block).desc_; });
     layout::Descriptor d = layout::decode_descriptor(bits);
     ASSERT_EQ(d.swizzle, expected_swizzle);
@@ -67,10 +69,10 @@ void expect_descriptor_walk_matches(int expected_swizzle) {
     d.start = static_cast<std::uint32_t>(reinterpret_cast<const char*>(raw_pointer_cast(block.data())) - base);
     const bool mn_major = Major == GMMA::Major::MN;
     for (int mn = 0; mn < MN; ++mn) {
-      for (int k = 0; k < 16; ++k) {
+      for (int k = 0; k < depth; ++k) {
         const auto cute_offset = reinterpret_cast<const char*>(&block(mn, k)) - base;
-        const std::uint32_t ours =
-            layout::swizzle_address(d.start + layout::operand_offset(d, mn_major, mn, k), d.swizzle);
+        const std::uint32_t ours = layout::swizzle_address(
+            d.start + layout::operand_offset(d, mn_major, mn, k, static_cast<int>(sizeof(E))), d.swizzle);
         ASSERT_EQ(static_cast<long>(ours), static_cast<long>(cute_offset))
             << "k block " << kb << ", element (" << mn << ", " << k << "), LBO " << d.leading_byte_offset << ", SBO "
             << d.stride_byte_offset;
@@ -85,6 +87,16 @@ TEST(CuteCrossCheck, KMajorDescriptorsAddressWhatCuteLaysOut) {
   expect_descriptor_walk_matches<GMMA::Layout_K_SW64_Atom<bf16>, GMMA::Major::K, 64, 32>(2);
   expect_descriptor_walk_matches<GMMA::Layout_K_SW128_Atom<bf16>, GMMA::Major::K, 64, 64>(1);
   expect_descriptor_walk_matches<GMMA::Layout_K_SW128_Atom<bf16>, GMMA::Major::K, 256, 64>(1);
+}
+
+// 8-bit operands are K-major only.
+TEST(CuteCrossCheck, Fp8KMajorDescriptorsAddressWhatCuteLaysOut) {
+  using fp8 = cutlass::float_e4m3_t;
+  expect_descriptor_walk_matches<GMMA::Layout_K_INTER_Atom<fp8>, GMMA::Major::K, 64, 64, fp8>(0);
+  expect_descriptor_walk_matches<GMMA::Layout_K_SW32_Atom<fp8>, GMMA::Major::K, 64, 32, fp8>(3);
+  expect_descriptor_walk_matches<GMMA::Layout_K_SW64_Atom<fp8>, GMMA::Major::K, 64, 64, fp8>(2);
+  expect_descriptor_walk_matches<GMMA::Layout_K_SW128_Atom<fp8>, GMMA::Major::K, 64, 128, fp8>(1);
+  expect_descriptor_walk_matches<GMMA::Layout_K_SW128_Atom<fp8>, GMMA::Major::K, 256, 128, fp8>(1);
 }
 
 TEST(CuteCrossCheck, MnMajorDescriptorsAddressWhatCuteLaysOut) {
@@ -123,6 +135,18 @@ TEST(CuteCrossCheck, RegisterAFragmentsMatchCute) {
       const layout::Position p = layout::a_fragment_position(t, h);
       ASSERT_EQ(p.row, index % 64) << "thread " << t << ", value " << h;
       ASSERT_EQ(p.col, index / 64) << "thread " << t << ", value " << h;
+    }
+  }
+}
+
+TEST(CuteCrossCheck, RegisterAFp8FragmentsMatchCute) {
+  const auto a = GMMA::ALayout_64x32{};
+  for (int t = 0; t < 128; ++t) {
+    for (int v = 0; v < 16; ++v) {
+      const int index = a(t, v);
+      const layout::Position p = layout::a_fragment_position_k32(t, v);
+      ASSERT_EQ(p.row, index % 64) << "thread " << t << ", value " << v;
+      ASSERT_EQ(p.col, index / 64) << "thread " << t << ", value " << v;
     }
   }
 }

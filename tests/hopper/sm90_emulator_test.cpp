@@ -3,12 +3,16 @@
 // where there is one, its address), and the correct variant runs clean.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cuda/sm90_primitives.cuh"
+#include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
 #include "simt/emulator.hpp"
 
@@ -100,6 +104,124 @@ TEST(Sm90Emulator, ACleanWgmmaGivesTheProduct) {
   });
   EXPECT_EQ(message, "");
   for (const float v : out) ASSERT_EQ(v, 16.0f);  // sum of 16 products of ones
+}
+
+// An e4m3 operand of 64 rows x 32 k (one k32 wgmma) from random codes over
+// the finite range (NaN excluded), loaded by TMA as a K-major operand without
+// swizzle: [k / 16][64 rows][16 bytes], one core matrix row per 16 k.
+struct Fp8Tile {
+  std::vector<std::uint8_t> codes = std::vector<std::uint8_t>(64 * 32);  // [row][k]
+  sm90::TensorMap map;
+  explicit Fp8Tile(unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> code(0, 255);
+    for (std::uint8_t& c : codes) {
+      do c = static_cast<std::uint8_t>(code(rng));
+      while ((c & 0x7f) == 0x7f);
+    }
+    sm90::TensorMapSpec spec;
+    spec.base = codes.data();
+    spec.rank = 3;
+    spec.element_bytes = 1;
+    spec.dims[0] = 16;
+    spec.dims[1] = 64;
+    spec.dims[2] = 2;
+    spec.strides_bytes[0] = 32;
+    spec.strides_bytes[1] = 16;
+    spec.box[0] = 16;
+    spec.box[1] = 64;
+    spec.box[2] = 2;
+    map = sm90::make_tensor_map(spec);
+  }
+  float at(int row, int k) const { return numeric::fp8_e4m3_to_float(codes[static_cast<std::size_t>(row * 32 + k)]); }
+};
+
+// The m64n64 fp32 accumulators written here from the PTX ISA (warp w owns
+// rows 16w..16w+15; per 8 columns the mma.m16n8 C layout), apart from the
+// emulator's own layout functions: out[thread][register] against the fp64
+// product of A (64 x 32) and B^T (B's 64 rows are the columns).
+void expect_fp8_product(const std::vector<float>& out, const Fp8Tile& a, const Fp8Tile& b) {
+  for (int thread = 0; thread < 128; ++thread) {
+    const int warp = thread / 32, lane = thread % 32;
+    for (int r = 0; r < 32; ++r) {
+      const int row = 16 * warp + lane / 4 + 8 * ((r / 2) % 2), col = 8 * (r / 4) + 2 * (lane % 4) + r % 2;
+      double want = 0.0;
+      for (int k = 0; k < 32; ++k) want += static_cast<double>(a.at(row, k)) * b.at(col, k);
+      ASSERT_NEAR(out[static_cast<std::size_t>(thread * 32 + r)], want, 1e-6 * std::max(1.0, std::abs(want)))
+          << "thread " << thread << ", register " << r;
+    }
+  }
+}
+
+void load_fp8_tiles(const Fp8Tile& a, const Fp8Tile& b) {
+  sm90::mbarrier_arrive_expect_tx(barrier(), 4096);
+  sm90::tma_load_3d(smem, &a.map, barrier(), 0, 0, 0);
+  sm90::tma_load_3d(smem + 2048, &b.map, barrier(), 0, 0, 0);
+}
+
+TEST(Sm90Emulator, AnFp8WgmmaGivesTheProductOfItsSharedOperands) {
+  const Fp8Tile a(3), b(5);
+  std::vector<float> out(128 * 32, -1.0f);
+  const std::string message = failure_of(block_of(128), [&] {
+    init_barrier();
+    if (threadIdx.x == 0) load_fp8_tiles(a, b);
+    sm90::mbarrier_wait_parity(barrier(), 0);
+    const std::uint64_t a_desc = sm90::make_smem_descriptor(smem, sm90::Swizzle::none, 1024, 128);
+    const std::uint64_t b_desc = sm90::make_smem_descriptor(smem + 2048, sm90::Swizzle::none, 1024, 128);
+    float d[32];
+    sm90::wgmma_fence();
+    sm90::wgmma_ss<__nv_fp8_e4m3, 64, false>(d, a_desc, b_desc, 0);
+    sm90::wgmma_commit_group();
+    sm90::wgmma_wait_group<0>();
+    for (int i = 0; i < 32; ++i) out[threadIdx.x * 32 + i] = d[i];
+  });
+  ASSERT_EQ(message, "");
+  expect_fp8_product(out, a, b);
+}
+
+// A from registers: value v of a thread is byte v % 4 of register v / 4, at
+// row 16 warp + lane / 4 (+8 for values 4-7 and 12-15) and column
+// 4 (lane % 4) + v % 4 (+16 for values 8-15), the PTX ISA's m64k32 8-bit A fragment.
+TEST(Sm90Emulator, AnFp8WgmmaTakesARegisterFragment) {
+  const Fp8Tile a(7), b(9);
+  std::vector<float> out(128 * 32, -1.0f);
+  const std::string message = failure_of(block_of(128), [&] {
+    init_barrier();
+    if (threadIdx.x == 0) load_fp8_tiles(a, b);
+    sm90::mbarrier_wait_parity(barrier(), 0);
+    const int thread = static_cast<int>(threadIdx.x), warp = thread / 32, lane = thread % 32;
+    std::uint32_t regs[4] = {};
+    for (int v = 0; v < 16; ++v) {
+      const int row = 16 * warp + lane / 4 + 8 * ((v / 4) % 2), k = 4 * (lane % 4) + v % 4 + 16 * (v / 8);
+      regs[v / 4] |= std::uint32_t{a.codes[static_cast<std::size_t>(row * 32 + k)]} << (8 * (v % 4));
+    }
+    const std::uint64_t b_desc = sm90::make_smem_descriptor(smem + 2048, sm90::Swizzle::none, 1024, 128);
+    float d[32];
+    sm90::wgmma_fence();
+    sm90::wgmma_rs<__nv_fp8_e4m3, 64, false>(d, regs, b_desc, 0);
+    sm90::wgmma_commit_group();
+    sm90::wgmma_wait_group<0>();
+    for (int i = 0; i < 32; ++i) out[threadIdx.x * 32 + i] = d[i];
+  });
+  ASSERT_EQ(message, "");
+  expect_fp8_product(out, a, b);
+}
+
+TEST(Sm90Emulator, AnMnMajorFp8OperandIsRefused) {
+  const Fp8Tile a(11), b(13);
+  const std::string message = failure_of(block_of(128), [&] {
+    init_barrier();
+    if (threadIdx.x == 0) load_fp8_tiles(a, b);
+    sm90::mbarrier_wait_parity(barrier(), 0);
+    const std::uint64_t desc = sm90::make_smem_descriptor(smem, sm90::Swizzle::none, 1024, 128);
+    float d[32];
+    sm90::wgmma_fence();
+    // The wrappers refuse TransB at compile time; the instruction itself too.
+    wgmma(Element::e4m3, 64, true, d, nullptr, desc, desc, 0, {__FILE__, __LINE__});
+    sm90::wgmma_commit_group();
+    sm90::wgmma_wait_group<0>();
+  });
+  EXPECT_REPORTS(message, "8-bit operands are K-major only");
 }
 
 TEST(Sm90Emulator, AWgmmaWithoutFenceIsReported) {

@@ -52,6 +52,10 @@ struct __nv_bfloat16 {
 struct __nv_bfloat162 {
   __nv_bfloat16 x, y;
 };
+// cuda_fp8.h's e4m3 type, as its byte: wgmma's 8-bit operand type tag.
+struct __nv_fp8_e4m3 {
+  std::uint8_t __x;
+};
 
 inline __half __float2half_rn(float value) { return {::mla::numeric::float_to_half(value)}; }
 inline float __half2float(__half value) { return ::mla::numeric::half_to_float(value.bits); }

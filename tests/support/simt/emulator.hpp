@@ -138,7 +138,9 @@ void cp_async_wait(int pending, Site site);
 // ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16.
 void ldmatrix(int matrices, bool trans, std::uint32_t* regs, std::uint32_t address, Site site);
 
-enum class Element { float16, bfloat16 };
+// e4m3 (OCP float8_e4m3fn) only in wgmma (k32, K-major operands) and in
+// mma_m16n8k32_e4m3.
+enum class Element { float16, bfloat16, e4m3 };
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, d += a b.
 void mma_m16n8k16(Element element, float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1,

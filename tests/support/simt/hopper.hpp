@@ -39,8 +39,8 @@ void fence_proxy_async(Site site);
 void wgmma_fence(Site site);
 void wgmma_commit(Site site);
 void wgmma_wait(int pending, Site site);
-// wgmma.mma_async m64nNk16 f32 += {bf16,f16}: `a_regs` null reads A through
-// `a_desc`; d holds n/2 floats.
+// wgmma.mma_async m64nNk16 f32 += {bf16,f16}, or m64nNk32 f32 += e4m3 (both
+// operands K-major): `a_regs` null reads A through `a_desc`; d holds n/2 floats.
 void wgmma(Element element, int n, bool trans_b, float* d, const std::uint32_t* a_regs, std::uint64_t a_desc,
            std::uint64_t b_desc, int scale_d, Site site);
 

@@ -30,9 +30,22 @@ struct WgmmaArg {
   float result[max_accumulators];  // what they hold once retired
 };
 
+// Elements as stored: 16-bit floats, or e4m3 bytes (in the low 8 bits).
 float to_float(Element element, std::uint16_t bits) {
-  return element == Element::bfloat16 ? numeric::bf16_to_float(bits) : numeric::half_to_float(bits);
+  switch (element) {
+    case Element::bfloat16:
+      return numeric::bf16_to_float(bits);
+    case Element::e4m3:
+      return numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(bits));
+    default:
+      return numeric::half_to_float(bits);
+  }
 }
+
+int element_bytes(Element element) { return element == Element::e4m3 ? 1 : 2; }
+
+// The k of one wgmma: 32 bytes of each row of A and B, 16 or 32 elements.
+int depth_of(Element element) { return 32 / element_bytes(element); }
 
 // Register halves that carry the accumulator poison once rounded to bf16.
 bool holds_poison(std::uint32_t reg) { return (reg & 0xffffu) == 0xffffu || (reg >> 16) == 0xffffu; }
@@ -50,8 +63,9 @@ const PendingAccumulator* pending_for(const Thread& t, const float* d) {
   return nullptr;
 }
 
-// Reads one operand through its descriptor into values[mn][k], checking every
-// chunk it touches and marking it read by this warpgroup's open group.
+// Reads one operand through its descriptor into values[mn][k] (depth_of k per
+// mn), checking every chunk it touches and marking it read by this
+// warpgroup's open group.
 void read_operand(Block& block, int first, const WgmmaArg& head, std::uint64_t bits, bool mn_major, int rows,
                   float* values, const char* name) {
   const Thread& lead = block.threads[static_cast<std::size_t>(first)];
@@ -64,18 +78,21 @@ void read_operand(Block& block, int first, const WgmmaArg& head, std::uint64_t b
                                "-byte swizzled operand starts in the first row of a " +
                                std::to_string(sm90_layout::swizzle_repeat(d.swizzle)) + "-byte swizzle repeat");
   }
+  const int bytes = element_bytes(head.element), depth = depth_of(head.element);
+  if (bytes == 1 && mn_major) block.fail(who + ": 8-bit operands are K-major only (no transpose)");
   std::vector<std::uint32_t> chunks;
   for (int mn = 0; mn < rows; ++mn) {
-    for (int k = 0; k < 16; ++k) {
-      const std::uint32_t logical = d.start + sm90_layout::operand_offset(d, mn_major, mn, k);
+    for (int k = 0; k < depth; ++k) {
+      const std::uint32_t logical = d.start + sm90_layout::operand_offset(d, mn_major, mn, k, bytes);
       const std::uint32_t address = sm90_layout::swizzle_address(logical, d.swizzle);
-      if (address < block.shared_base || address - block.shared_base + 2 > block.shared.size()) {
+      if (address < block.shared_base ||
+          address - block.shared_base + static_cast<std::uint32_t>(bytes) > block.shared.size()) {
         block.fail_at(address, who + ": element (" + std::to_string(mn) + ", " + std::to_string(k) +
                                    ") lies outside dynamic shared memory");
       }
       std::uint16_t bits16 = 0;
-      std::memcpy(&bits16, block.bytes(address), sizeof bits16);
-      values[mn * 16 + k] = to_float(head.element, bits16);
+      std::memcpy(&bits16, block.bytes(address), static_cast<std::size_t>(bytes));
+      values[mn * depth + k] = to_float(head.element, bits16);
       chunks.push_back(address / chunk_bytes * chunk_bytes);
     }
   }
@@ -104,32 +121,38 @@ void wgmma_compute(Block& block, int first) {
                  ": the threads of the warpgroup disagree on the shape, descriptors or scale-d");
     }
   }
-  float a[64 * 16];
-  float b[256 * 16];
+  const int depth = depth_of(head.element);
+  float a[64 * 32];
+  float b[256 * 32];
   if (head.a_regs == nullptr) {
     read_operand(block, first, head, head.a_desc, false, 64, a, "A");
   } else {
+    // Four registers per thread: eight 16-bit values (low half first) or
+    // sixteen e4m3 bytes (lowest byte first).
+    const int per_thread = head.element == Element::e4m3 ? 16 : 8;
     for (int i = 0; i < 128; ++i) {
       const auto& arg = *static_cast<const WgmmaArg*>(block.threads[static_cast<std::size_t>(first + i)].arg);
-      for (int h = 0; h < 8; ++h) {
-        const std::uint32_t reg = arg.a_regs[h / 2];
-        const auto bits = static_cast<std::uint16_t>((h & 1) ? reg >> 16 : reg & 0xffffu);
-        const sm90_layout::Position p = sm90_layout::a_fragment_position(i, h);
-        a[p.row * 16 + p.col] = to_float(head.element, bits);
+      for (int h = 0; h < per_thread; ++h) {
+        const std::uint32_t reg = arg.a_regs[h * 4 / per_thread];
+        const int shift = (h % (per_thread / 4)) * (128 / per_thread);
+        const auto bits = static_cast<std::uint16_t>((reg >> shift) & (per_thread == 16 ? 0xffu : 0xffffu));
+        const sm90_layout::Position p =
+            per_thread == 16 ? sm90_layout::a_fragment_position_k32(i, h) : sm90_layout::a_fragment_position(i, h);
+        a[p.row * depth + p.col] = to_float(head.element, bits);
       }
     }
   }
   read_operand(block, first, head, head.b_desc, head.trans_b, head.n, b, "B");
-  count_tensor_flops(2ull * 64 * static_cast<std::uint64_t>(head.n) * 16);
-  // A (64 x 16) from shared memory unless it came from registers, B (n x 16) always; 16-bit elements.
-  count_shared_bytes((head.a_regs == nullptr ? 64u * 16 * 2 : 0u) + static_cast<std::uint64_t>(head.n) * 16 * 2);
+  count_tensor_flops(2ull * 64 * static_cast<std::uint64_t>(head.n) * static_cast<std::uint64_t>(depth));
+  // A (64 rows of 32 bytes) from shared memory unless it came from registers, B (n rows of 32 bytes) always.
+  count_shared_bytes((head.a_regs == nullptr ? 64u * 32 : 0u) + static_cast<std::uint64_t>(head.n) * 32);
   for (int i = 0; i < 128; ++i) {
     auto& arg = *static_cast<WgmmaArg*>(block.threads[static_cast<std::size_t>(first + i)].arg);
     for (int r = 0; r < head.n / 2; ++r) {
       const sm90_layout::Position p = sm90_layout::accumulator_position(i, r);
-      // Products of 16-bit floats are exact in double; one rounding at the end.
+      // Products of 16- and 8-bit floats are exact in double; one rounding at the end.
       double sum = head.scale_d != 0 ? static_cast<double>(arg.c[r]) : 0.0;
-      for (int k = 0; k < 16; ++k) sum += static_cast<double>(a[p.row * 16 + k]) * b[p.col * 16 + k];
+      for (int k = 0; k < depth; ++k) sum += static_cast<double>(a[p.row * depth + k]) * b[p.col * depth + k];
       arg.result[r] = static_cast<float>(sum);
     }
   }

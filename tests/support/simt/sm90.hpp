@@ -98,19 +98,23 @@ inline void wgmma_fence_operand(float (&)[Count]) {}
 
 template <class T>
 constexpr simt::Element sm90_element() {
-  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "wgmma: bf16 or fp16");
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_fp8_e4m3>,
+                "wgmma: bf16, fp16 or e4m3");
+  if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) return simt::Element::e4m3;
   return std::is_same_v<T, __nv_bfloat16> ? simt::Element::bfloat16 : simt::Element::float16;
 }
 
 template <class T, int N, bool TransB>
 inline void wgmma_ss(float (&d)[N / 2], std::uint64_t a_desc, std::uint64_t b_desc, int scale_d, MLA_SM90_SITE) {
   static_assert(N == 64 || N == 96 || N == 128 || N == 192 || N == 256, "wgmma: N in {64, 96, 128, 192, 256}");
+  static_assert(!(TransB && std::is_same_v<T, __nv_fp8_e4m3>), "wgmma: 8-bit operands are K-major only");
   simt::wgmma(sm90_element<T>(), N, TransB, d, nullptr, a_desc, b_desc, scale_d, MLA_SM90_AT);
 }
 
 template <class T, int N, bool TransB>
 inline void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b_desc, int scale_d, MLA_SM90_SITE) {
   static_assert(N == 64 || N == 96 || N == 128 || N == 192 || N == 256, "wgmma: N in {64, 96, 128, 192, 256}");
+  static_assert(!(TransB && std::is_same_v<T, __nv_fp8_e4m3>), "wgmma: 8-bit operands are K-major only");
   simt::wgmma(sm90_element<T>(), N, TransB, d, a, 0, b_desc, scale_d, MLA_SM90_AT);
 }
 

@@ -58,13 +58,17 @@ constexpr Descriptor decode_descriptor(std::uint64_t bits) {
 //     SBO, along k at LBO.
 //   MN-major, swizzled: rows of the span (span/2 mn each) for 8 k, blocks of
 //     span/2 mn at LBO, groups of 8 k at SBO.
-constexpr std::uint32_t operand_offset(const Descriptor& d, bool mn_major, int mn, int k) {
+// 8-bit elements (element_bytes 1) are K-major only: a core matrix row then
+// holds 16 k, a swizzled row span k.
+constexpr std::uint32_t operand_offset(const Descriptor& d, bool mn_major, int mn, int k, int element_bytes = 2) {
   const unsigned span = swizzle_span(d.swizzle);
   const auto u = [](int v) { return static_cast<std::uint32_t>(v); };
   if (!mn_major) {
+    const int per_core_row = 16 / element_bytes;
     if (span == 0)
-      return u(mn % 8) * 16 + u(mn / 8) * d.stride_byte_offset + u(k % 8) * 2 + u(k / 8) * d.leading_byte_offset;
-    return u(mn % 8) * span + u(mn / 8) * d.stride_byte_offset + u(k) * 2;
+      return u(mn % 8) * 16 + u(mn / 8) * d.stride_byte_offset + u(k % per_core_row * element_bytes) +
+             u(k / per_core_row) * d.leading_byte_offset;
+    return u(mn % 8) * span + u(mn / 8) * d.stride_byte_offset + u(k * element_bytes);
   }
   if (span == 0)
     return u(mn % 8) * 2 + u(mn / 8) * d.stride_byte_offset + u(k % 8) * 16 + u(k / 8) * d.leading_byte_offset;
@@ -90,6 +94,14 @@ constexpr Position accumulator_position(int thread, int i) {
 constexpr Position a_fragment_position(int thread, int h) {
   const int warp = thread / 32, lane = thread % 32;
   return {16 * warp + lane / 4 + 8 * ((h / 2) % 2), 2 * (lane % 4) + h % 2 + 8 * (h / 4)};
+}
+
+// wgmma m64k32 A from registers, 8-bit elements: value v (0..15; byte v % 4
+// of register v / 4) of warpgroup thread `thread`: the mma.m16n8k32 A layout
+// per warp (rows 16w..16w+15).
+constexpr Position a_fragment_position_k32(int thread, int v) {
+  const int warp = thread / 32, lane = thread % 32;
+  return {16 * warp + lane / 4 + 8 * ((v / 4) % 2), 4 * (lane % 4) + v % 4 + 16 * (v / 8)};
 }
 
 }  // namespace mla::simt::sm90_layout

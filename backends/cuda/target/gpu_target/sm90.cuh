@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -426,6 +427,155 @@ struct WgmmaPtx<__half, 256> {
   }
 };
 
+// wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3: both operands K-major
+// (8-bit types have no transpose), so there is no imm-trans operand; after
+// the descriptors come scale-d (predicate), imm-scale-a, imm-scale-b.
+
+template <>
+struct WgmmaPtx<__nv_fp8_e4m3, 64> {
+  template <bool TransB>
+  __device__ static void ss(float (&d)[32], std::uint64_t a_desc, std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, "
+        "1, 1;\n}\n"
+        : MLA_SM90_ACC32(0)
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+  }
+  template <bool TransB>
+  __device__ static void rs(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, "
+        "%34, %35}, %36, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  }
+};
+
+template <>
+struct WgmmaPtx<__nv_fp8_e4m3, 96> {
+  template <bool TransB>
+  __device__ static void ss(float (&d)[48], std::uint64_t a_desc, std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC8(32), MLA_SM90_ACC8(40)
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+  }
+  template <bool TransB>
+  __device__ static void rs(float (&d)[48], const std::uint32_t (&a)[4], std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, {%48, %49, %50, %51}, %52, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC8(32), MLA_SM90_ACC8(40)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  }
+};
+
+template <>
+struct WgmmaPtx<__nv_fp8_e4m3, 128> {
+  template <bool TransB>
+  __device__ static void ss(float (&d)[64], std::uint64_t a_desc, std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC32(32)
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+  }
+  template <bool TransB>
+  __device__ static void rs(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC32(32)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  }
+};
+
+template <>
+struct WgmmaPtx<__nv_fp8_e4m3, 192> {
+  template <bool TransB>
+  __device__ static void ss(float (&d)[96], std::uint64_t a_desc, std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, "
+        "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC32(32), MLA_SM90_ACC32(64)
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+  }
+  template <bool TransB>
+  __device__ static void rs(float (&d)[96], const std::uint32_t (&a)[4], std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, "
+        "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, {%96, %97, %98, %99}, "
+        "%100, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC32(32), MLA_SM90_ACC32(64)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  }
+};
+
+template <>
+struct WgmmaPtx<__nv_fp8_e4m3, 256> {
+  template <bool TransB>
+  __device__ static void ss(float (&d)[128], std::uint64_t a_desc, std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, "
+        "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, "
+        "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "
+        "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC32(32), MLA_SM90_ACC32(64), MLA_SM90_ACC32(96)
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+  }
+  template <bool TransB>
+  __device__ static void rs(float (&d)[128], const std::uint32_t (&a)[4], std::uint64_t b_desc, int scale_d) {
+    static_assert(!TransB, "wgmma: 8-bit operands are K-major only");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+        "%57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, "
+        "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, "
+        "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "
+        "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"
+        : MLA_SM90_ACC32(0), MLA_SM90_ACC32(32), MLA_SM90_ACC32(64), MLA_SM90_ACC32(96)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  }
+};
+
 #undef MLA_SM90_ACC32
 #undef MLA_SM90_ACC8
 
@@ -433,13 +583,14 @@ struct WgmmaPtx<__half, 256> {
 
 // d (+)= A(64x16) * B(16xN): N/2 fp32 accumulators per thread in the m64nNk16
 // D-fragment layout; scale_d 0 overwrites, 1 accumulates. TransB false: B is
-// K-major, true: MN-major.
+// K-major, true: MN-major. T = __nv_fp8_e4m3: A(64x32) * B(32xN), K-major only.
 template <class T, int N, bool TransB>
 __device__ inline void wgmma_ss(float (&d)[N / 2], std::uint64_t a_desc, std::uint64_t b_desc, int scale_d) {
   detail::WgmmaPtx<T, N>::template ss<TransB>(d, a_desc, b_desc, scale_d);
 }
 
-// A from registers: 4 x 32-bit per thread in the m64k16 A-fragment layout.
+// A from registers: 4 x 32-bit per thread in the m64k16 A-fragment layout
+// (m64k32, four e4m3 per register, for __nv_fp8_e4m3).
 template <class T, int N, bool TransB>
 __device__ inline void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b_desc, int scale_d) {
   detail::WgmmaPtx<T, N>::template rs<TransB>(d, a, b_desc, scale_d);
