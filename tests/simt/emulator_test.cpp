@@ -3,6 +3,7 @@
 // kind of defect it promises to catch is reported with thread and place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -411,6 +412,67 @@ TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
       for (int k = 0; k < 8; ++k)
         want += static_cast<double>(a[static_cast<std::size_t>(i * 8 + k)]) * b[static_cast<std::size_t>(k * 32 + j)];
       EXPECT_NEAR(d[static_cast<std::size_t>(i * 32 + j)], want, 1e-5) << i << "," << j;
+    }
+  }
+}
+
+// CDNA3's FNUZ e4m3 is OCP's e4m3fn with one more exponent bias: every code
+// but the NaNs (fn: 0x7f, 0xff; fnuz: 0x80, fn's negative zero) is worth half.
+TEST(Emulator, FnuzE4m3IsHalfTheOcpValueOfTheSameByte) {
+  for (int code = 0; code < 256; ++code) {
+    const auto c = static_cast<std::uint8_t>(code);
+    if (c == 0x80) {
+      EXPECT_TRUE(std::isnan(fp8_e4m3fnuz_to_float(c)));
+    } else if ((c & 0x7f) != 0x7f) {
+      EXPECT_EQ(fp8_e4m3fnuz_to_float(c), numeric::fp8_e4m3_to_float(c) / 2.0f) << code;
+    }
+  }
+  EXPECT_EQ(fp8_e4m3fnuz_to_float(0x7f), 240.0f);
+  EXPECT_EQ(fp8_e4m3fnuz_to_float(0x01), std::ldexp(1.0f, -10));
+}
+
+// The oracle's FNUZ value: half of OCP's, and +-240 for 0x7f / 0xff (NaN in OCP).
+double fnuz_value(std::uint8_t c) {
+  if ((c & 0x7f) == 0x7f) return (c & 0x80) != 0 ? -240.0 : 240.0;
+  return numeric::fp8_e4m3_to_float(c) / 2.0;
+}
+
+TEST_P(Schedules, Fp8MfmaComputesTheProductOfTheCdna3Layout) {
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int> code(0, 255);
+  std::vector<std::uint8_t> a(32 * 16), b(16 * 32);  // A [32][16], B [16][32]
+  for (auto* m : {&a, &b}) {
+    for (std::uint8_t& x : *m) {
+      do x = static_cast<std::uint8_t>(code(rng));
+      while (x == 0x80);
+    }
+  }
+  std::vector<float> d(32 * 32);
+  ASSERT_EQ(failure_of(one_block(64, 0, 64),
+                       [&] {
+                         const int lane = static_cast<int>(threadIdx.x);
+                         std::uint64_t fa = 0, fb = 0;
+                         for (int e = 0; e < 8; ++e) {
+                           const int k = 8 * (lane / 32) + e;
+                           fa |= std::uint64_t{a[static_cast<std::size_t>((lane % 32) * 16 + k)]} << (8 * e);
+                           fb |= std::uint64_t{b[static_cast<std::size_t>(k * 32 + lane % 32)]} << (8 * e);
+                         }
+                         float acc[16] = {};
+                         mfma_32x32x16_fp8(acc, fa, fb, {__FILE__, __LINE__});
+                         for (int r = 0; r < 16; ++r) {
+                           const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
+                           d[static_cast<std::size_t>(i * 32 + lane % 32)] = acc[r];
+                         }
+                       }),
+            "");
+  for (int i = 0; i < 32; ++i) {
+    for (int j = 0; j < 32; ++j) {
+      double want = 0.0;
+      for (int k = 0; k < 16; ++k) {
+        want +=
+            fnuz_value(a[static_cast<std::size_t>(i * 16 + k)]) * fnuz_value(b[static_cast<std::size_t>(k * 32 + j)]);
+      }
+      EXPECT_NEAR(d[static_cast<std::size_t>(i * 32 + j)], want, 1e-6 * std::max(1.0, std::abs(want))) << i << "," << j;
     }
   }
 }

@@ -157,6 +157,14 @@ void mfma_32x32x8(Element element, float (&acc)[16], const std::uint16_t (&a)[4]
 // v_mfma_f32_32x32x4bf16 (gfx908): 2 values per lane.
 void mfma_32x32x4_bf16(float (&acc)[16], const std::uint16_t (&a)[2], const std::uint16_t (&b)[2], Site site);
 
+// v_mfma_f32_32x32x16_fp8_fp8 (gfx940-942): acc += A B, 8 fp8 values per lane
+// (one 64-bit word, lowest byte first) in CDNA3's FNUZ e4m3 encoding (bias 8,
+// NaN 0x80, no infinities, largest 240), which is not OCP's float8_e4m3fn.
+void mfma_32x32x16_fp8(float (&acc)[16], std::uint64_t a, std::uint64_t b, Site site);
+
+// CDNA3's FNUZ e4m3 to binary32, exactly (0x80 is NaN).
+float fp8_e4m3fnuz_to_float(std::uint8_t code);
+
 // __shfl_xor_sync / __shfl_xor on 32-bit values: every lane of the warp takes
 // part (member_mask must name all of them).
 std::uint32_t shfl_xor(std::uint32_t value, int lane_mask, int width, std::uint64_t member_mask, Site site);

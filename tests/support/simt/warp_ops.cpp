@@ -3,7 +3,9 @@
 // instruction tables (v_mfma_f32_32x32x8*, v_mfma_f32_32x32x4bf16), not from
 // the kernels' own layout headers: a kernel that misreads the ISA and a layout
 // header that agrees with it must still fail here.
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "block.hpp"
@@ -224,6 +226,44 @@ void mfma_compute(Block& block, int first) {
   }
 }
 
+// ---- v_mfma_f32_32x32x16_fp8_fp8 (CDNA3) ----
+// As the 16-bit forms with 8 values per lane:
+//   A[i][k]: lane i + 32 * (k / 8), byte k % 8;  B[k][j]: lane j + 32 * (k / 8), byte k % 8
+//   D[i][j]: lane j + 32 * ((i / 4) % 2), register (i % 4) + 4 * (i / 8)
+struct MfmaFp8In {
+  float acc[16];
+  std::uint64_t a;
+  std::uint64_t b;
+};
+
+float fnuz_byte(std::uint64_t word, int byte) {
+  return fp8_e4m3fnuz_to_float(static_cast<std::uint8_t>((word >> (8 * byte)) & 0xffu));
+}
+
+void mfma_fp8_compute(Block& block, int first) {
+  count_tensor_flops(2ull * 32 * 32 * 16);
+  float a[32][16], b[16][32], c[32][32];
+  for (int lane = 0; lane < 64; ++lane) {
+    const MfmaFp8In& in = in_of<MfmaFp8In>(block, first + lane);
+    for (int e = 0; e < 8; ++e) {
+      const int k = (lane / 32) * 8 + e;
+      a[lane % 32][k] = fnuz_byte(in.a, e);
+      b[k][lane % 32] = fnuz_byte(in.b, e);
+    }
+    for (int r = 0; r < 16; ++r) c[8 * (r / 4) + 4 * (lane / 32) + r % 4][lane % 32] = in.acc[r];
+  }
+  for (int lane = 0; lane < 64; ++lane) {
+    MfmaOut& out = out_of<MfmaOut>(block, first + lane);
+    const int j = lane % 32;
+    for (int r = 0; r < 16; ++r) {
+      const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
+      double sum = c[i][j];
+      for (int k = 0; k < 16; ++k) sum += static_cast<double>(a[i][k]) * b[k][j];
+      out.acc[r] = static_cast<float>(sum);
+    }
+  }
+}
+
 // ---- shuffles ----
 struct ShuffleIn {
   std::uint32_t value;
@@ -289,6 +329,25 @@ void mfma_32x32x8(Element element, float (&acc)[16], const std::uint16_t (&a)[4]
   in.values = 4;
   MfmaOut out{};
   collective("v_mfma_f32_32x32x8", site, &in, sizeof in, &out, sizeof out, mfma_compute);
+  std::memcpy(acc, out.acc, sizeof out.acc);
+}
+
+float fp8_e4m3fnuz_to_float(std::uint8_t code) {
+  if (code == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  const int exponent = (code >> 3) & 0xf, mantissa = code & 0x7;
+  // Bias 8: subnormals are mantissa * 2^-10, normals (1 + mantissa / 8) * 2^(exponent - 8).
+  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -10)
+                                        : std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 8);
+  return (code & 0x80) != 0 ? -magnitude : magnitude;
+}
+
+void mfma_32x32x16_fp8(float (&acc)[16], std::uint64_t a, std::uint64_t b, Site site) {
+  MfmaFp8In in{};
+  std::memcpy(in.acc, acc, sizeof in.acc);
+  in.a = a;
+  in.b = b;
+  MfmaOut out{};
+  collective("v_mfma_f32_32x32x16_fp8_fp8", site, &in, sizeof in, &out, sizeof out, mfma_fp8_compute);
   std::memcpy(acc, out.acc, sizeof out.acc);
 }
 

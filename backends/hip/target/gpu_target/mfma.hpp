@@ -72,4 +72,20 @@ __device__ inline Accumulator product<DType::bfloat16>(const Operand& a, const O
 #endif
 }
 
+// acc += A * B for one 32x32x16 step of 8-bit floats, 8 per lane as one
+// 64-bit word (lowest byte first): v_mfma_f32_32x32x16_fp8_fp8. On CDNA3
+// (gfx940-942) the bytes are FNUZ e4m3 (bias 8, NaN 0x80, largest 240), not
+// OCP's float8_e4m3fn; other targets trap (gfx950 reads OCP bytes and is not
+// served yet).
+__device__ inline Accumulator product_fp8(long a, long b, Accumulator acc) {
+#if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+  return __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8(a, b, acc, 0, 0, 0);
+#else
+  (void)a;
+  (void)b;
+  __builtin_trap();
+  return acc;
+#endif
+}
+
 }  // namespace mla::hip_flash::mfma

@@ -55,6 +55,17 @@ inline Accumulator mfma_32x32x4_bf16(Short2 a, Short2 b, Accumulator acc, simt::
 
 }  // namespace emulated
 
+// acc += A * B for one 32x32x16 step of CDNA3 FNUZ e4m3 values, 8 per lane
+// as one 64-bit word (lowest byte first): v_mfma_f32_32x32x16_fp8_fp8.
+__device__ inline Accumulator product_fp8(long a, long b, Accumulator acc, const char* file = __builtin_FILE(),
+                                          unsigned line = __builtin_LINE()) {
+  float c[16];
+  std::memcpy(c, &acc, sizeof c);
+  simt::mfma_32x32x16_fp8(c, static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b), simt::Site{file, line});
+  std::memcpy(&acc, c, sizeof c);
+  return acc;
+}
+
 template <>
 __device__ inline Accumulator product<DType::float16>(const Operand& a, const Operand& b, Accumulator acc,
                                                       const char* file, unsigned line) {
