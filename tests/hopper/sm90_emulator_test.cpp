@@ -159,21 +159,30 @@ void load_fp8_tiles(const Fp8Tile& a, const Fp8Tile& b) {
   sm90::tma_load_3d(smem + 2048, &b.map, barrier(), 0, 0, 0);
 }
 
-TEST(Sm90Emulator, AnFp8WgmmaGivesTheProductOfItsSharedOperands) {
-  const Fp8Tile a(3), b(5);
-  std::vector<float> out(128 * 32, -1.0f);
-  const std::string message = failure_of(block_of(128), [&] {
+// Loads the two tiles, issues one wgmma into d (`issue`) between a fence and
+// the wait that retires it, and keeps each thread's accumulators in out.
+std::string run_fp8_wgmma(const Fp8Tile& a, const Fp8Tile& b, std::vector<float>& out,
+                          const std::function<void(float (&)[32])>& issue) {
+  return failure_of(block_of(128), [&] {
     init_barrier();
     if (threadIdx.x == 0) load_fp8_tiles(a, b);
     sm90::mbarrier_wait_parity(barrier(), 0);
-    const std::uint64_t a_desc = sm90::make_smem_descriptor(smem, sm90::Swizzle::none, 1024, 128);
-    const std::uint64_t b_desc = sm90::make_smem_descriptor(smem + 2048, sm90::Swizzle::none, 1024, 128);
     float d[32];
     sm90::wgmma_fence();
-    sm90::wgmma_ss<__nv_fp8_e4m3, 64, false>(d, a_desc, b_desc, 0);
+    issue(d);
     sm90::wgmma_commit_group();
     sm90::wgmma_wait_group<0>();
     for (int i = 0; i < 32; ++i) out[threadIdx.x * 32 + i] = d[i];
+  });
+}
+
+TEST(Sm90Emulator, AnFp8WgmmaGivesTheProductOfItsSharedOperands) {
+  const Fp8Tile a(3), b(5);
+  std::vector<float> out(128 * 32, -1.0f);
+  const std::string message = run_fp8_wgmma(a, b, out, [&](float(&d)[32]) {
+    const std::uint64_t a_desc = sm90::make_smem_descriptor(smem, sm90::Swizzle::none, 1024, 128);
+    const std::uint64_t b_desc = sm90::make_smem_descriptor(smem + 2048, sm90::Swizzle::none, 1024, 128);
+    sm90::wgmma_ss<__nv_fp8_e4m3, 64, false>(d, a_desc, b_desc, 0);
   });
   ASSERT_EQ(message, "");
   expect_fp8_product(out, a, b);
@@ -185,10 +194,7 @@ TEST(Sm90Emulator, AnFp8WgmmaGivesTheProductOfItsSharedOperands) {
 TEST(Sm90Emulator, AnFp8WgmmaTakesARegisterFragment) {
   const Fp8Tile a(7), b(9);
   std::vector<float> out(128 * 32, -1.0f);
-  const std::string message = failure_of(block_of(128), [&] {
-    init_barrier();
-    if (threadIdx.x == 0) load_fp8_tiles(a, b);
-    sm90::mbarrier_wait_parity(barrier(), 0);
+  const std::string message = run_fp8_wgmma(a, b, out, [&](float(&d)[32]) {
     const int thread = static_cast<int>(threadIdx.x), warp = thread / 32, lane = thread % 32;
     std::uint32_t regs[4] = {};
     for (int v = 0; v < 16; ++v) {
@@ -196,12 +202,7 @@ TEST(Sm90Emulator, AnFp8WgmmaTakesARegisterFragment) {
       regs[v / 4] |= std::uint32_t{a.codes[static_cast<std::size_t>(row * 32 + k)]} << (8 * (v % 4));
     }
     const std::uint64_t b_desc = sm90::make_smem_descriptor(smem + 2048, sm90::Swizzle::none, 1024, 128);
-    float d[32];
-    sm90::wgmma_fence();
     sm90::wgmma_rs<__nv_fp8_e4m3, 64, false>(d, regs, b_desc, 0);
-    sm90::wgmma_commit_group();
-    sm90::wgmma_wait_group<0>();
-    for (int i = 0; i < 32; ++i) out[threadIdx.x * 32 + i] = d[i];
   });
   ASSERT_EQ(message, "");
   expect_fp8_product(out, a, b);
@@ -209,17 +210,11 @@ TEST(Sm90Emulator, AnFp8WgmmaTakesARegisterFragment) {
 
 TEST(Sm90Emulator, AnMnMajorFp8OperandIsRefused) {
   const Fp8Tile a(11), b(13);
-  const std::string message = failure_of(block_of(128), [&] {
-    init_barrier();
-    if (threadIdx.x == 0) load_fp8_tiles(a, b);
-    sm90::mbarrier_wait_parity(barrier(), 0);
+  std::vector<float> out(128 * 32);
+  const std::string message = run_fp8_wgmma(a, b, out, [&](float(&d)[32]) {
     const std::uint64_t desc = sm90::make_smem_descriptor(smem, sm90::Swizzle::none, 1024, 128);
-    float d[32];
-    sm90::wgmma_fence();
     // The wrappers refuse TransB at compile time; the instruction itself too.
     wgmma(Element::e4m3, 64, true, d, nullptr, desc, desc, 0, {__FILE__, __LINE__});
-    sm90::wgmma_commit_group();
-    sm90::wgmma_wait_group<0>();
   });
   EXPECT_REPORTS(message, "8-bit operands are K-major only");
 }
