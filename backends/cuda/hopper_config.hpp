@@ -161,13 +161,13 @@ MLA_HOST_DEVICE constexpr int head_group(int num_heads, int max_group = default_
 
 // --- The devices it runs on, and the chooser ---
 
-// One predicate, read by the entry (the selector's capability check) and by
-// the backend when it is handed a queue, so the two cannot disagree.
 inline constexpr DeviceBackend queue_kind = DeviceBackend::cuda;
 
-// wgmma and setmaxnreg exist only in the arch-specific sm_90a target, whose
-// code runs on compute capability 9.0 and nothing else: not on 8.x, and not
-// on 10.x or 12.x either (they lack wgmma).
+// One predicate, read by the entry (the selector's capability check) and by
+// the backend when it is handed a queue, so the two cannot disagree. wgmma
+// and setmaxnreg exist only in the arch-specific sm_90a target, whose code
+// runs on compute capability 9.0 and nothing else: not on 8.x, and not on
+// 10.x or 12.x either (they lack wgmma).
 inline bool supports_device(const DeviceCapability& device) {
   return device.vendor == Vendor::nvidia && device.major == 9 && device.minor == 0;
 }
