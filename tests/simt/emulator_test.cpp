@@ -293,15 +293,21 @@ TEST_P(Schedules, MmaComputesTheProductOfThePtxFragments) {
   }
 }
 
-// Random e4m3 codes over the whole finite range: subnormals, 448 and both
-// zeros included, NaN (0x7f, 0xff) excluded.
-std::uint8_t random_e4m3(std::mt19937& rng) {
+// The NaN codes of OCP's e4m3fn (0x7f, 0xff) and of CDNA3's FNUZ e4m3 (0x80).
+bool ocp_e4m3_nan(std::uint8_t c) { return (c & 0x7f) == 0x7f; }
+bool fnuz_e4m3_nan(std::uint8_t c) { return c == 0x80; }
+
+// Random 8-bit float codes over the whole finite range: subnormals, the
+// largest value and the zeros included, the encoding's NaN codes excluded.
+std::uint8_t random_code(std::mt19937& rng, bool (*is_nan)(std::uint8_t)) {
   std::uniform_int_distribution<int> code(0, 255);
   for (;;) {
     const auto c = static_cast<std::uint8_t>(code(rng));
-    if ((c & 0x7f) != 0x7f) return c;
+    if (!is_nan(c)) return c;
   }
 }
+
+std::uint8_t random_e4m3(std::mt19937& rng) { return random_code(rng, ocp_e4m3_nan); }
 
 // The m16n8k32 .e4m3 fragments written here from the PTX ISA's tables, apart
 // from the emulator's (simt/sm80_layout.hpp): A row groupID (+8 for bytes
@@ -421,9 +427,9 @@ TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
 TEST(Emulator, FnuzE4m3IsHalfTheOcpValueOfTheSameByte) {
   for (int code = 0; code < 256; ++code) {
     const auto c = static_cast<std::uint8_t>(code);
-    if (c == 0x80) {
+    if (fnuz_e4m3_nan(c)) {
       EXPECT_TRUE(std::isnan(fp8_e4m3fnuz_to_float(c)));
-    } else if ((c & 0x7f) != 0x7f) {
+    } else if (!ocp_e4m3_nan(c)) {
       EXPECT_EQ(fp8_e4m3fnuz_to_float(c), numeric::fp8_e4m3_to_float(c) / 2.0f) << code;
     }
   }
@@ -433,19 +439,15 @@ TEST(Emulator, FnuzE4m3IsHalfTheOcpValueOfTheSameByte) {
 
 // The oracle's FNUZ value: half of OCP's, and +-240 for 0x7f / 0xff (NaN in OCP).
 double fnuz_value(std::uint8_t c) {
-  if ((c & 0x7f) == 0x7f) return (c & 0x80) != 0 ? -240.0 : 240.0;
+  if (ocp_e4m3_nan(c)) return (c & 0x80) != 0 ? -240.0 : 240.0;
   return numeric::fp8_e4m3_to_float(c) / 2.0;
 }
 
 TEST_P(Schedules, Fp8MfmaComputesTheProductOfTheCdna3Layout) {
   std::mt19937 rng(29);
-  std::uniform_int_distribution<int> code(0, 255);
   std::vector<std::uint8_t> a(32 * 16), b(16 * 32);  // A [32][16], B [16][32]
   for (auto* m : {&a, &b}) {
-    for (std::uint8_t& x : *m) {
-      do x = static_cast<std::uint8_t>(code(rng));
-      while (x == 0x80);
-    }
+    for (std::uint8_t& x : *m) x = random_code(rng, fnuz_e4m3_nan);
   }
   std::vector<float> d(32 * 32);
   ASSERT_EQ(failure_of(one_block(64, 0, 64),

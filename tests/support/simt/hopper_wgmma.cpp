@@ -127,17 +127,17 @@ void wgmma_compute(Block& block, int first) {
   if (head.a_regs == nullptr) {
     read_operand(block, first, head, head.a_desc, false, 64, a, "A");
   } else {
-    // Four registers per thread: eight 16-bit values (low half first) or
-    // sixteen e4m3 bytes (lowest byte first).
-    const int per_thread = head.element == Element::e4m3 ? 16 : 8;
+    // Four registers per thread, each two 16-bit values (low half first) or
+    // four e4m3 bytes (lowest byte first).
+    const int bytes = element_bytes(head.element), per_register = 4 / bytes;
+    const std::uint32_t mask = bytes == 1 ? 0xffu : 0xffffu;
     for (int i = 0; i < 128; ++i) {
       const auto& arg = *static_cast<const WgmmaArg*>(block.threads[static_cast<std::size_t>(first + i)].arg);
-      for (int h = 0; h < per_thread; ++h) {
-        const std::uint32_t reg = arg.a_regs[h * 4 / per_thread];
-        const int shift = (h % (per_thread / 4)) * (128 / per_thread);
-        const auto bits = static_cast<std::uint16_t>((reg >> shift) & (per_thread == 16 ? 0xffu : 0xffffu));
+      for (int h = 0; h < 4 * per_register; ++h) {
+        const std::uint32_t reg = arg.a_regs[h / per_register];
+        const auto bits = static_cast<std::uint16_t>((reg >> (8 * bytes * (h % per_register))) & mask);
         const sm90_layout::Position p =
-            per_thread == 16 ? sm90_layout::a_fragment_position_k32(i, h) : sm90_layout::a_fragment_position(i, h);
+            bytes == 1 ? sm90_layout::a_fragment_position_k32(i, h) : sm90_layout::a_fragment_position(i, h);
         a[p.row * depth + p.col] = to_float(head.element, bits);
       }
     }

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "simt/sm80_layout.hpp"
+
 namespace mla::simt::sm90_layout {
 
 // Swizzle modes by their descriptor encoding (bits 62-63): 0 none, 1 128 B, 2 64 B, 3 32 B.
@@ -98,10 +100,10 @@ constexpr Position a_fragment_position(int thread, int h) {
 
 // wgmma m64k32 A from registers, 8-bit elements: value v (0..15; byte v % 4
 // of register v / 4) of warpgroup thread `thread`: the mma.m16n8k32 A layout
-// per warp (rows 16w..16w+15).
+// (sm80_layout.hpp) per warp, rows 16w..16w+15.
 constexpr Position a_fragment_position_k32(int thread, int v) {
-  const int warp = thread / 32, lane = thread % 32;
-  return {16 * warp + lane / 4 + 8 * ((v / 4) % 2), 4 * (lane % 4) + v % 4 + 16 * (v / 8)};
+  const sm80_layout::Coord at = sm80_layout::mma_k32_a(thread % 32, v);
+  return {16 * (thread / 32) + at.row, at.col};
 }
 
 }  // namespace mla::simt::sm90_layout
