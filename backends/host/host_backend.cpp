@@ -48,6 +48,13 @@ void HostBackend::attend(Queue& queue, const AttentionCall& call) const {
   problem.scale = call.scale;
   problem.out = call.out;
   problem.lse = call.lse;
+  if (params().dtype == DType::float8_e4m3) {
+    const InputDescales descales = call.descales.value_or(InputDescales{});
+    const int heads = params().num_heads;
+    problem.q_descale = read_descales(queue, descales.q, heads, "q");
+    problem.k_descale = read_descales(queue, descales.k, heads, "k");
+    problem.v_descale = read_descales(queue, descales.v, heads, "v");
+  }
   attention(problem);
 }
 

@@ -22,9 +22,12 @@ struct HostAttentionProblem {
   const std::vector<std::int32_t>* cu_k = nullptr;  // [B+1]
   bool causal = true;
   float scale = 1.0f;
-  TensorView out;                  // [Nq, H, V] in q's dtype, or float8_e4m3 with out_scale
+  TensorView out;                  // [Nq, H, V] in the output dtype, or float8_e4m3 with out_scale
   std::optional<float> out_scale;  // fp8 output: out = saturate(value / out_scale)
   TensorView lse;                  // [H, Nq] float32, natural log; empty view: not written
+  // float8_e4m3 inputs: each head's descale of q, k and v ([H] each, read
+  // and checked on the host); empty for other dtypes.
+  std::vector<float> q_descale, k_descale, v_descale;
 };
 
 class HostBackend : public PrefillBackend {

@@ -15,7 +15,7 @@ namespace mla::detail {
 BackendEntry kokkos_backend_entry() {
   BackendDescription description;
   description.name = "KOKKOS";
-  description.dtypes = {DType::float32, DType::float16, DType::bfloat16};
+  description.dtypes = {DType::float32, DType::float16, DType::bfloat16, DType::float8_e4m3};
   description.fp8_output = true;
   description.queue_kinds = {DeviceBackend::host};
   description.availability = [] {

@@ -29,8 +29,19 @@ struct FlashArgs {
   bool causal = true;
   float q_multiplier = 1.0f;    // softmax scale * log2(e): scores in log2 units
   float out_multiplier = 1.0f;  // 1 / fp8 scale, 1 otherwise
+  // float8_e4m3 inputs: per head, q's descale times k's (folded into the
+  // query multiplier) and v's (into the output's); null otherwise.
+  const float* qk_descale = nullptr;
+  const float* v_descale = nullptr;
 
-  FlashArgs(const AttentionProblem& problem, const std::vector<WorkItem>& items)
+  // The query multiplier and the output multiplier of head `head`.
+  float head_q_multiplier(int head) const { return qk_descale ? q_multiplier * qk_descale[head] : q_multiplier; }
+  float head_out_multiplier(int head) const { return v_descale ? out_multiplier * v_descale[head] : out_multiplier; }
+
+  // `qk_descales` holds problem's q descale times k descale per head (fp8
+  // inputs); it and `items` must outlive the kernel.
+  FlashArgs(const AttentionProblem& problem, const std::vector<WorkItem>& items,
+            const std::vector<float>& qk_descales = {})
       : q(wrap<const In, 3>(problem.q)),
         k(wrap<const In, 3>(problem.k)),
         v(wrap<const In, 3>(problem.v)),
@@ -41,7 +52,9 @@ struct FlashArgs {
         work(items.data()),
         causal(problem.causal),
         q_multiplier(problem.scale * numeric::log2e),
-        out_multiplier(problem.out_scale ? 1.0f / *problem.out_scale : 1.0f) {
+        out_multiplier(problem.out_scale ? 1.0f / *problem.out_scale : 1.0f),
+        qk_descale(qk_descales.empty() ? nullptr : qk_descales.data()),
+        v_descale(problem.v_descale.empty() ? nullptr : problem.v_descale.data()) {
     if (write_lse) lse = wrap<float, 2>(problem.lse);
   }
 };
@@ -81,16 +94,17 @@ inline void reset_softmax_state(float* row_max, float* row_sum, float* acc, int 
 }
 
 // The epilogue of `rows` queries from token `token`: out = acc / row sum
-// (times out_multiplier), the first dv of acc_cols columns, and the
+// (times the head's out multiplier), the first dv of acc_cols columns, and the
 // natural-log LSE; a row without a visible key gets 0 and -inf
 // (docs/contract.md §2).
 template <DType kIn, DType kOut>
 void store_output(const FlashArgs<kIn, kOut>& args, const float* acc, int acc_cols, const float* row_max,
                   const float* row_sum, int token, int rows, int head, int dv) {
   constexpr float kLn2 = 0.6931471805599453f;
+  const float multiplier = args.head_out_multiplier(head);
   for (int r = 0; r < rows; ++r) {
     const float sum = row_sum[r];
-    const float inverse = sum > 0.0f ? args.out_multiplier / sum : 0.0f;
+    const float inverse = sum > 0.0f ? multiplier / sum : 0.0f;
     for (int c = 0; c < dv; ++c) args.out(token + r, head, c) = Element<kOut>::store(acc[r * acc_cols + c] * inverse);
     if (args.write_lse) {
       args.lse(head, token + r) = sum > 0.0f ? (row_max[r] + kmath::log2(sum)) * kLn2 : neg_infinity();

@@ -116,7 +116,7 @@ struct FlashKernel {
   // qt[d][r] = q[token r][head][d] * q_multiplier; rows past the tile end are 0.
   void stage_queries(float* qt, int token, int rows, int head) const {
     const auto& q = args.q;
-    const float q_multiplier = args.q_multiplier;
+    const float q_multiplier = args.head_q_multiplier(head);
     const int dqk = layout.dqk;
     for (int r = 0; r < kBr; ++r) {
       if (r + kStageAhead < rows && q.stride_2() == 1) {
@@ -237,8 +237,12 @@ void launch(const AttentionProblem& problem) {
   const int heads = static_cast<int>(problem.q.shape[1]);
   const std::vector<WorkItem> work = build_work_list(problem, heads, Kernel::kBr);
   if (work.empty()) return;
+  // fp8 scores are q_code . k_code times both descales: one factor per head.
+  std::vector<float> qk_descales;
+  for (std::size_t h = 0; h < problem.q_descale.size(); ++h)
+    qk_descales.push_back(problem.q_descale[h] * problem.k_descale[h]);
   const Kernel kernel{
-      FlashArgs<kIn, kOut>(problem, work),
+      FlashArgs<kIn, kOut>(problem, work, qk_descales),
       ScratchLayout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]), Kernel::kTile)};
   for_each_item("mla_kokkos_flash_attention", static_cast<std::int64_t>(work.size()), kernel);
 }
@@ -247,6 +251,13 @@ template <DType kIn, HostIsa kIsa>
 void launch_for_output(const AttentionProblem& problem) {
   if (problem.out.dtype == DType::float8_e4m3) {
     launch<kIn, DType::float8_e4m3, kIsa>(problem);
+  } else if constexpr (kIn == DType::float8_e4m3) {
+    // fp8 inputs write float16 or bfloat16 (BackendParams::out_dtype).
+    if (problem.out.dtype == DType::float16) {
+      launch<kIn, DType::float16, kIsa>(problem);
+    } else {
+      launch<kIn, DType::bfloat16, kIsa>(problem);
+    }
   } else {
     launch<kIn, kIn, kIsa>(problem);
   }
@@ -281,9 +292,9 @@ void flash_attention(const AttentionProblem& problem) {
     case DType::bfloat16:
       return launch_for_input<DType::bfloat16>(problem);
     case DType::float8_e4m3:
-      break;
+      return launch_for_input<DType::float8_e4m3>(problem);
   }
-  raise(ErrorCategory::not_supported, "KOKKOS: inputs of dtype float8_e4m3 are not supported");
+  raise(ErrorCategory::internal, "KOKKOS: unknown input dtype");
 }
 
 }  // namespace mla::kokkos

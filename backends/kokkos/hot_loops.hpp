@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "flash_math.hpp"
 #include "host_isa.hpp"
@@ -65,13 +66,26 @@ KOKKOS_FORCEINLINE_FUNCTION void softmax_block_body(float* st, float* row_max, f
   }
 }
 
+// The fp32 value of every e4m3 byte: fp8 K and V rows are staged by table
+// lookup, which vectorises as gathers (the conversion's branches do not).
+struct Fp8Values {
+  float value[256];
+  Fp8Values() {
+    for (int code = 0; code < 256; ++code) value[code] = numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(code));
+  }
+};
+inline const Fp8Values fp8_values{};
+
 // dst[i] = the fp32 value of src[i * stride], i < n: one staged row of K or
 // V. A unit stride gets its own loop, which the compiler vectorises.
 template <DType kIn>
 KOKKOS_FORCEINLINE_FUNCTION void load_row_body(float* KOKKOS_RESTRICT dst,
                                                const typename numeric::Element<kIn>::Storage* KOKKOS_RESTRICT src,
                                                std::ptrdiff_t stride, int n) {
-  if (stride == 1) {
+  if constexpr (kIn == DType::float8_e4m3) {
+    const float* KOKKOS_RESTRICT table = fp8_values.value;
+    for (int i = 0; i < n; ++i) dst[i] = table[src[i * stride]];
+  } else if (stride == 1) {
     for (int i = 0; i < n; ++i) dst[i] = numeric::Element<kIn>::load(src[i]);
   } else {
     for (int i = 0; i < n; ++i) dst[i] = numeric::Element<kIn>::load(src[i * stride]);

@@ -10,7 +10,7 @@ namespace mla::detail {
 BackendEntry reference_backend_entry() {
   BackendDescription description;
   description.name = "REFERENCE";
-  description.dtypes = {DType::float32, DType::float16, DType::bfloat16};
+  description.dtypes = {DType::float32, DType::float16, DType::bfloat16, DType::float8_e4m3};
   description.fp8_output = true;
   description.queue_kinds = {DeviceBackend::host};
   BackendFactory factory = [](const BackendParams& params) -> std::unique_ptr<PrefillBackend> {

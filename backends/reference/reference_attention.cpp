@@ -13,11 +13,15 @@
 namespace mla::reference {
 namespace {
 
-// Row `token`, head `head` of a [tokens, heads, dim] view, converted to fp64.
-void gather_row(const TensorView& view, std::int64_t token, std::int64_t head, double* row) {
+// Row `token`, head `head` of a [tokens, heads, dim] view, converted to fp64
+// and multiplied by the head's descale (float8_e4m3 inputs; exact in fp64).
+void gather_row(const TensorView& view, const std::vector<float>& descale, std::int64_t token, std::int64_t head,
+                double* row) {
   const std::int64_t dim = view.size(2);
   const std::int64_t base = view.offset(token, head);
-  for (std::int64_t d = 0; d < dim; ++d) row[d] = load_as_float(view.data, view.dtype, base + d * view.stride[2]);
+  const double factor = descale.empty() ? 1.0 : static_cast<double>(descale[static_cast<std::size_t>(head)]);
+  for (std::int64_t d = 0; d < dim; ++d)
+    row[d] = load_as_float(view.data, view.dtype, base + d * view.stride[2]) * factor;
 }
 
 // Four partial sums break the add-latency chain; the order change is far below
@@ -71,8 +75,8 @@ void attention(const AttentionProblem& problem) {
     scores.resize(static_cast<std::size_t>(sk));
     for (std::int64_t h = 0; h < heads; ++h) {
       for (std::int64_t j = 0; j < sk; ++j) {
-        gather_row(problem.k, k0 + j, h, keys.data() + j * dqk);
-        gather_row(problem.v, k0 + j, h, values.data() + j * dv);
+        gather_row(problem.k, problem.k_descale, k0 + j, h, keys.data() + j * dqk);
+        gather_row(problem.v, problem.v_descale, k0 + j, h, values.data() + j * dv);
       }
       for (std::int64_t i = 0; i < sq; ++i) {
         const std::int64_t visible = numeric::causal_key_end(i, sq, sk, problem.causal);
@@ -81,7 +85,7 @@ void attention(const AttentionProblem& problem) {
           write_row(problem, q0 + i, h, row, neg_inf);
           continue;
         }
-        gather_row(problem.q, q0 + i, h, query.data());
+        gather_row(problem.q, problem.q_descale, q0 + i, h, query.data());
         double max_score = neg_inf;
         for (std::int64_t j = 0; j < visible; ++j) {
           scores[static_cast<std::size_t>(j)] = problem.scale * dot(query.data(), keys.data() + j * dqk, dqk);

@@ -79,13 +79,16 @@ HostTensor concat_context(DType dtype, const std::vector<const HostTensor*>& par
 std::string shape_name(const ::testing::TestParamInfo<ConformanceShape>& info) {
   const ConformanceShape& s = info.param;
   std::ostringstream os;
-  os << dtype_name(s.dtype) << "_" << s.dims.qk_nope_head_dim << "x" << s.dims.qk_rope_head_dim << "x"
-     << s.dims.v_head_dim << "_h" << s.heads;
+  os << dtype_name(s.dtype);
+  if (s.out_dtype) os << "_to_" << dtype_name(*s.out_dtype);
+  os << "_" << s.dims.qk_nope_head_dim << "x" << s.dims.qk_rope_head_dim << "x" << s.dims.v_head_dim << "_h" << s.heads;
   return os.str();
 }
 
 void PrintTo(const ConformanceShape& shape, std::ostream* os) {
-  *os << dtype_name(shape.dtype) << " " << to_string(shape.dims) << " heads=" << shape.heads;
+  *os << dtype_name(shape.dtype);
+  if (shape.out_dtype) *os << " out " << dtype_name(*shape.out_dtype);
+  *os << " " << to_string(shape.dims) << " heads=" << shape.heads;
 }
 
 namespace {
@@ -145,6 +148,7 @@ void Conformance::SetUp() {
   params_.num_heads = shape.heads;
   params_.dims = shape.dims;
   params_.dtype = shape.dtype;
+  params_.out_dtype = shape.out_dtype;
   params_.kv_lora_rank = 64;  // the MLA step's latent width; DeepSeek's 512 only makes the tests slower
   scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dims.qk_head_dim())));
   backend_ = entry.factory(params_);

@@ -10,16 +10,19 @@ namespace {
 constexpr double negative_infinity = -std::numeric_limits<double>::infinity();
 constexpr double fp8_largest = 448.0;
 
-// Every element of a [N, H, D] tensor in fp64, contiguous: the loops below
-// read each one many times.
+// Every element of a [N, H, D] tensor in fp64, contiguous, times its
+// head's multiplier (none: 1): the loops below read each one many times.
 struct Doubles {
   std::vector<double> values;
   std::int64_t heads = 0, dim = 0;
-  explicit Doubles(const HostTensor& tensor) : heads(tensor.size(1)), dim(tensor.size(2)) {
+  Doubles(const HostTensor& tensor, const std::vector<double>& multipliers)
+      : heads(tensor.size(1)), dim(tensor.size(2)) {
     values.reserve(static_cast<std::size_t>(tensor.size(0) * heads * dim));
     for (std::int64_t row = 0; row < tensor.size(0); ++row)
-      for (std::int64_t head = 0; head < heads; ++head)
-        for (std::int64_t d = 0; d < dim; ++d) values.push_back(tensor.at(row, head, d));
+      for (std::int64_t head = 0; head < heads; ++head) {
+        const double m = multipliers.empty() ? 1.0 : multipliers.at(static_cast<std::size_t>(head));
+        for (std::int64_t d = 0; d < dim; ++d) values.push_back(double{tensor.at(row, head, d)} * m);
+      }
   }
   // The D values of (row, head).
   const double* at(std::int64_t row, std::int64_t head) const {
@@ -37,11 +40,11 @@ float quantised(double x, std::optional<double> out_scale) {
 
 OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v,
                               const std::vector<int>& q_lens, const std::vector<int>& k_lens, bool causal, double scale,
-                              std::optional<double> out_scale) {
+                              std::optional<double> out_scale, const OracleDescales& descales) {
   const std::int64_t num_queries = q.size(0), heads = q.size(1), qk_dim = q.size(2), v_dim = v.size(2);
   OracleResult result{HostTensor(DType::float32, {num_queries, heads, v_dim}),
                       HostTensor(DType::float32, {heads, num_queries})};
-  const Doubles queries_in(q), keys_in(k), values_in(v);
+  const Doubles queries_in(q, descales.q), keys_in(k, descales.k), values_in(v, descales.v);
   std::int64_t first_query = 0, first_key = 0;
   for (std::size_t seq = 0; seq < q_lens.size(); ++seq) {
     const std::int64_t queries = q_lens[seq], keys = k_lens[seq];

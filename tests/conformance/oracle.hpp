@@ -26,9 +26,15 @@ struct OracleResult {
 // sequence lines up with its last key (§1, bottom-right). With `out_scale`
 // the output is divided by it and saturated to the fp8 e4m3 range (±448);
 // the LSE stays that of the unscaled scores (§4).
+// Per-head multipliers of q, k and v: float8_e4m3 inputs stand for their
+// e4m3 value times these (§4). Empty vectors mean 1.
+struct OracleDescales {
+  std::vector<double> q, k, v;
+};
+
 OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v,
                               const std::vector<int>& q_lens, const std::vector<int>& k_lens, bool causal, double scale,
-                              std::optional<double> out_scale = std::nullopt);
+                              std::optional<double> out_scale = std::nullopt, const OracleDescales& descales = {});
 
 // merge_attn_states (§3): tokens at or past `tokens_with_context` copy the
 // suffix; infinities of either sign mean an empty side; two empty sides give

@@ -156,7 +156,7 @@ Tolerance tolerance_for(DType input_dtype) {
     case DType::bfloat16:
       return {1e-2, 1e-2};
     case DType::float8_e4m3:
-      break;  // an output dtype only: an fp8 output's bounds depend on the input's dtype (§6)
+      break;  // fp8 inputs take their output dtype's bounds, an fp8 output those of §6
   }
   throw std::invalid_argument("tolerance_for: " + std::string(dtype_name(input_dtype)) +
                               " is not an input dtype; build the Tolerance of an fp8 output from the input's");

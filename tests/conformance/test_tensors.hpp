@@ -94,7 +94,8 @@ struct Tolerance {
   double lse_absolute = 1e-3;
 };
 // The bounds for an input dtype (float32, float16, bfloat16); throws
-// std::invalid_argument for float8_e4m3, an output dtype only.
+// std::invalid_argument for float8_e4m3, whose inputs are held to their
+// output dtype's bounds (§6; Conformance::tolerance).
 Tolerance tolerance_for(DType input_dtype);
 // fp8 output: one e4m3 step is 1/8 relative; norm error far below that.
 inline constexpr double fp8_out_relative = 1e-1;

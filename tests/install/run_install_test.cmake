@@ -94,6 +94,8 @@ if(EXAMPLES_SOURCE)
     ${WORK_DIR}/examples/quick_start)
   run_example(engine_step 0 "engine step: [A-Z_]+ wrote out bfloat16\\[12, 16, 128\\]" ${user_env}
     ${WORK_DIR}/examples/engine_step)
+  run_example(fp8_inputs 0 "fp8 inputs: (KOKKOS|REFERENCE) computed out bfloat16\\[128, 16, 128\\]" ${user_env}
+    ${WORK_DIR}/examples/fp8_inputs)
   run_example(in_process_backend 0 "in-process backend: CUSTOM \\(MY_BACKEND\\)" ${user_env}
     ${WORK_DIR}/examples/in_process_backend)
   run_example(simulated_platforms 2 "amd.*explicit choice|CUDA_FLASH is not valid" ${user_env}

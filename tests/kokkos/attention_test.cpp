@@ -67,7 +67,8 @@ TEST(KokkosBackend, GpuQueueIsNotSupported) {
 TEST(KokkosBackend, EntryDescribesItself) {
   const BackendEntry entry = detail::kokkos_backend_entry();
   EXPECT_EQ(entry.description.name, "KOKKOS");
-  EXPECT_EQ(entry.description.dtypes, (std::vector<DType>{DType::float32, DType::float16, DType::bfloat16}));
+  EXPECT_EQ(entry.description.dtypes,
+            (std::vector<DType>{DType::float32, DType::float16, DType::bfloat16, DType::float8_e4m3}));
   EXPECT_TRUE(entry.description.dims.empty());
   EXPECT_TRUE(entry.description.fp8_output);
   ASSERT_TRUE(entry.description.availability);

@@ -236,7 +236,7 @@ TEST_F(Arguments, Construction) {
   EXPECT_TRUE(raises([] { make_reference(tiny_params(dims, 0)); }, invalid, "num_heads must be at least 1; got 0"));
   EXPECT_TRUE(raises([] { make_reference(tiny_params({0, 0, 12})); }, invalid, "MLA dims must be positive"));
   EXPECT_TRUE(raises([] { make_reference(tiny_params(dims, 1, DType::float8_e4m3)); }, invalid,
-                     "float8_e4m3 is an output dtype only"));
+                     "float8_e4m3 q, k and v need out_dtype float16 or bfloat16 for the output; got none"));
 }
 
 TEST_F(Arguments, PrefillStepNeedsOneViewPerChunk) {

@@ -149,6 +149,40 @@ struct BackendParams {
   int kv_lora_rank = 512;
   MlaDims dims = deepseek_dims;
   DType dtype = DType::bfloat16;  // element type of q, k, v
+  // Element type of the output (out, a context chunk's out, a step's out):
+  // empty means `dtype`. It may differ only for float8_e4m3 inputs, whose
+  // output is float16 or bfloat16 and must be named here
+  // (docs/contract.md §4). fp8 output is asked for per call (out_scale).
+  std::optional<DType> out_dtype = std::nullopt;
+
+  // out_dtype, or dtype when it is empty.
+  DType output_dtype() const { return out_dtype.value_or(dtype); }
+};
+
+// The descale of a float8_e4m3 input, q, k or v (docs/contract.md §4): the
+// value an input byte stands for is its e4m3 value times the descale of its
+// head. A host float for the whole tensor (it converts implicitly), or
+// float32 in memory the queue's device reads, read when the call runs: one
+// value (shape [] or [1]) or one per head ([H]). A host descale must be
+// finite and positive; so must a tensor's values, which the backends that
+// read them on the host (REFERENCE, KOKKOS) check and a GPU kernel cannot.
+struct Descale {
+  float value = 1.0f;
+  TensorView values;  // when not an empty view, the descales are read here instead of `value`
+
+  Descale(float host_value = 1.0f) : value(host_value) {}  // NOLINT(google-explicit-constructor): a float is a descale
+  static Descale of(const TensorView& tensor) {
+    Descale d;
+    d.values = tensor;
+    return d;
+  }
+  bool is_tensor() const { return !values.empty_view(); }
+};
+
+// The descales of one attention call's float8_e4m3 q, k and v; each is 1
+// unless given. Calls with inputs of another dtype take none.
+struct InputDescales {
+  Descale q, k, v;
 };
 
 // The scale of fp8 e4m3 output, out = saturate(value / scale): a host float
@@ -280,10 +314,11 @@ struct AttentionCall {
   int chunk = -1;       // -1: the new tokens (causal as planned); else the context chunk (non-causal)
   TensorView q, k, v;
   float scale = 1.0f;
-  TensorView out;                        // [Nq, H, V]; float8_e4m3 with out_scale
-  TensorView lse;                        // [H, Nq] float32; empty view: not wanted
-  std::optional<OutputScale> out_scale;  // new tokens only
-  const char* operation = "";            // "run_new_tokens" or "run_context_chunk", for messages
+  TensorView out;                         // [Nq, H, V]; float8_e4m3 with out_scale
+  TensorView lse;                         // [H, Nq] float32; empty view: not wanted
+  std::optional<OutputScale> out_scale;   // new tokens only
+  std::optional<InputDescales> descales;  // float8_e4m3 inputs only; absent: all 1
+  const char* operation = "";             // "run_new_tokens" or "run_context_chunk", for messages
 };
 
 class PrefillBackend {
@@ -321,18 +356,23 @@ class PrefillBackend {
   // passes both allocates nothing. `plan` must be this backend's (or one of
   // the same name and params) for `queue`'s device, its words uploaded to
   // `workspace`.
+  // With float8_e4m3 inputs, `descales` gives q's, k's and v's (all 1 when
+  // absent); other dtypes take none.
   AttentionResult run_new_tokens(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
                                  const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                                  bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<OutputScale> out_scale = std::nullopt,
-                                 std::optional<TensorView> lse = std::nullopt) const;
+                                 std::optional<TensorView> lse = std::nullopt,
+                                 const std::optional<InputDescales>& descales = std::nullopt) const;
   // Non-causal attention of every query against context chunk `chunk_index`;
   // always returns the LSE. Rows whose sequence has no keys: 0 and -inf.
-  // `out` (the backend's dtype) and `lse` as for run_new_tokens.
+  // `out` (the backend's output dtype), `lse` and `descales` as for
+  // run_new_tokens.
   AttentionResult run_context_chunk(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
                                     int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
                                     float scale, std::optional<TensorView> out = std::nullopt,
-                                    std::optional<TensorView> lse = std::nullopt) const;
+                                    std::optional<TensorView> lse = std::nullopt,
+                                    const std::optional<InputDescales>& descales = std::nullopt) const;
 
   // Joins two partial attentions (docs/contract.md §3). Needs no plan.
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) const = 0;
@@ -356,10 +396,12 @@ class PrefillBackend {
   AttentionResult run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k, const TensorView& v,
                                  float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<OutputScale> out_scale = std::nullopt,
-                                 std::optional<TensorView> lse = std::nullopt);
+                                 std::optional<TensorView> lse = std::nullopt,
+                                 const std::optional<InputDescales>& descales = std::nullopt);
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
                                     const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
-                                    std::optional<TensorView> lse = std::nullopt);
+                                    std::optional<TensorView> lse = std::nullopt,
+                                    const std::optional<InputDescales>& descales = std::nullopt);
 
   // ---- The MLA step's gather and up-projection, and descriptions. ----
 
@@ -440,15 +482,17 @@ struct BackendEntry {
 // chunk. Returns [Nq, H, V] output and
 // [H, Nq] LSE, equal to one attention pass over context + new tokens. This
 // form allocates its results and workspace on `queue`; the one below does not.
+// With float8_e4m3 inputs, `descales` holds q's and the keys' and values'
+// descales, the same for the new tokens and every chunk.
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
-                                 float scale);
+                                 float scale, const std::optional<InputDescales>& descales = std::nullopt);
 
 // Where a prefill step writes, all memory of the caller's (device memory of
 // the queue, or anything the queue can access).
 struct PrefillStepBuffers {
-  TensorView out;             // [Nq, H, V] in the backend's dtype, required
+  TensorView out;             // [Nq, H, V] in the backend's output dtype, required
   TensorView lse;             // [H, Nq] float32; empty view: not wanted
   void* workspace = nullptr;  // prefill_step_workspace_size() bytes, 64-byte aligned
   std::size_t workspace_bytes = 0;
@@ -492,7 +536,8 @@ std::size_t prefill_step_workspace_size(const BackendParams& params, const Devic
 // of steps it makes no allocation and waits for nothing on the host.
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers);
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
+                      const std::optional<InputDescales>& descales = std::nullopt);
 
 // The same with metadata on the device, planned from it: on the
 // flash backends, with a borrowed stream and buffers of the caller's, the
@@ -501,6 +546,7 @@ void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetada
 // (same sizes).
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers);
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
+                      const std::optional<InputDescales>& descales = std::nullopt);
 
 }  // namespace mla

@@ -99,6 +99,51 @@ void check_out_dtype(const TensorView& out, DType input_dtype, const std::option
   }
 }
 
+// One descale of float8_e4m3 inputs: a finite positive host value, or
+// float32 [], [1] or [heads] (the values are read by the kernels).
+void check_descale(const Descale& descale, const char* what, std::int64_t heads) {
+  const std::string name = std::string(what) + " descale";
+  if (!descale.is_tensor()) {
+    if (!std::isfinite(descale.value) || descale.value <= 0.0f)
+      bad_argument(name + " must be a finite positive number; got " + std::to_string(descale.value));
+    return;
+  }
+  const TensorView& t = descale.values;
+  const bool shape_ok = t.rank == 0 || (t.rank == 1 && (t.size(0) == 1 || t.size(0) == heads));
+  if (t.dtype != DType::float32 || !shape_ok) {
+    bad_argument(name + " must be float32 of shape [], [1] or [" + std::to_string(heads) + "] (one per head); got " +
+                 t.describe());
+  }
+  check_has_data(t, name.c_str());
+}
+
+// Descales come with float8_e4m3 inputs only.
+void check_descales(const BackendParams& params, const std::optional<InputDescales>& descales) {
+  if (!descales) return;
+  if (params.dtype != DType::float8_e4m3) {
+    bad_argument("descales are for float8_e4m3 q, k and v; the backend's dtype is " +
+                 std::string(dtype_name(params.dtype)));
+  }
+  check_descale(descales->q, "q", params.num_heads);
+  check_descale(descales->k, "k", params.num_heads);
+  check_descale(descales->v, "v", params.num_heads);
+}
+
+// The descale tensors among a call's inputs, for the overlap check.
+void add_descale_inputs(std::vector<detail::Operand>& inputs, const std::optional<InputDescales>& descales) {
+  if (!descales) return;
+  inputs.emplace_back("q descale", descales->q.values);
+  inputs.emplace_back("k descale", descales->k.values);
+  inputs.emplace_back("v descale", descales->v.values);
+}
+
+void check_descales_accessible(const Queue& queue, const std::optional<InputDescales>& descales) {
+  if (!descales) return;
+  check_accessible(queue, descales->q.values, "q descale");
+  check_accessible(queue, descales->k.values, "k descale");
+  check_accessible(queue, descales->v.values, "v descale");
+}
+
 void check_softmax_scale(float scale) {
   if (!std::isfinite(scale)) bad_argument("scale must be finite; got " + std::to_string(scale));
 }
@@ -245,8 +290,40 @@ PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
     bad_argument("MLA dims must be positive; got " + to_string(d));
   if (params.kv_lora_rank < 0)
     bad_argument("kv_lora_rank must not be negative; got " + std::to_string(params.kv_lora_rank));
-  if (params.dtype == DType::float8_e4m3)
-    bad_argument("float8_e4m3 is an output dtype only; q, k and v must be float32, float16 or bfloat16");
+  if (params.dtype == DType::float8_e4m3) {
+    const bool out_ok =
+        params.out_dtype && (*params.out_dtype == DType::float16 || *params.out_dtype == DType::bfloat16);
+    if (!out_ok) {
+      bad_argument("float8_e4m3 q, k and v need out_dtype float16 or bfloat16 for the output; got " +
+                   (params.out_dtype ? std::string(dtype_name(*params.out_dtype)) : std::string("none")));
+    }
+  } else if (params.out_dtype && *params.out_dtype != params.dtype) {
+    bad_argument("out_dtype may differ from dtype only for float8_e4m3 inputs; got dtype " +
+                 std::string(dtype_name(params.dtype)) + " and out_dtype " +
+                 std::string(dtype_name(*params.out_dtype)));
+  }
+}
+
+std::vector<float> read_descales(Queue& queue, const Descale& descale, int heads, const char* what) {
+  std::vector<float> values(static_cast<std::size_t>(heads), descale.value);
+  if (descale.is_tensor()) {
+    const TensorView& t = descale.values;
+    const bool per_head = t.rank == 1 && t.size(0) == heads && heads > 1;
+    const std::int64_t stride = per_head ? t.stride[0] : 0;
+    for (int h = 0; h < (per_head ? heads : 1); ++h) {
+      const auto* at = static_cast<const float*>(t.data) + h * stride;
+      queue.memcpy(&values[static_cast<std::size_t>(h)], at, sizeof(float));
+    }
+    queue.wait();
+    if (!per_head) std::fill(values.begin() + 1, values.end(), values[0]);
+  }
+  for (std::size_t h = 0; h < values.size(); ++h) {
+    if (!(std::isfinite(values[h]) && values[h] > 0.0f)) {
+      bad_argument(std::string(what) + " descale must be finite and positive; head " + std::to_string(h) + " has " +
+                   std::to_string(values[h]));
+    }
+  }
+  return values;
 }
 
 std::size_t attention_scratch_size(const BackendParams& params, std::int64_t num_q_tokens) {
@@ -264,7 +341,7 @@ namespace {
 void check_new_tokens_shapes(const PrefillBackend& backend, const AttentionPlan& meta, const TensorView& q,
                              const TensorView& k, const TensorView& v, float scale,
                              const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
-                             const std::optional<TensorView>& lse) {
+                             const std::optional<TensorView>& lse, const std::optional<InputDescales>& descales) {
   const BackendParams& params = backend.params();
   check_softmax_scale(scale);
   const std::int64_t heads = params.num_heads;
@@ -274,14 +351,17 @@ void check_new_tokens_shapes(const PrefillBackend& backend, const AttentionPlan&
   check_operand(q, {"q", params.dtype, dtype_source, meta.num_q_tokens, "cu_seqlens_q", heads, dqk, "qk_head_dim"});
   check_operand(k, {"k", params.dtype, dtype_source, meta.num_k_tokens, "cu_seqlens_k", heads, dqk, "qk_head_dim"});
   check_operand(v, {"v", params.dtype, dtype_source, meta.num_k_tokens, "cu_seqlens_k", heads, dv, "v_head_dim"});
+  check_descales(params, descales);
   check_quant_output(backend, out_scale.has_value(), "output");
   if (out_scale) check_out_scale(*out_scale);
   if (out) {
     check_operand(*out, {"out", std::nullopt, "", meta.num_q_tokens, "cu_seqlens_q", heads, dv, "v_head_dim"});
-    check_out_dtype(*out, params.dtype, out_scale);
+    check_out_dtype(*out, params.output_dtype(), out_scale);
   }
   if (lse) check_lse(*lse, "lse", heads, meta.num_q_tokens);
-  detail::check_no_overlap("", {{"out", out}, {"lse", lse}}, {{"q", q}, {"k", k}, {"v", v}});
+  std::vector<detail::Operand> inputs{{"q", q}, {"k", k}, {"v", v}};
+  add_descale_inputs(inputs, descales);
+  detail::check_no_overlap("", {{"out", out}, {"lse", lse}}, inputs);
 }
 
 }  // namespace
@@ -289,16 +369,17 @@ void check_new_tokens_shapes(const PrefillBackend& backend, const AttentionPlan&
 void check_new_tokens_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue,
                            const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                            const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
-                           const std::optional<TensorView>& lse) {
-  check_new_tokens_shapes(backend, plan, q, k, v, scale, out, out_scale, lse);
+                           const std::optional<TensorView>& lse, const std::optional<InputDescales>& descales) {
+  check_new_tokens_shapes(backend, plan, q, k, v, scale, out, out_scale, lse, descales);
   check_all_accessible(queue, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", given(out)}, {"lse", given(lse)}});
+  check_descales_accessible(queue, descales);
 }
 
 namespace {
 
 void check_chunk_shapes(const PrefillBackend& backend, const AttentionPlan& meta, int chunk_index, const TensorView& q,
                         const TensorView& k, const TensorView& v, float scale, const std::optional<TensorView>& out,
-                        const std::optional<TensorView>& lse) {
+                        const std::optional<TensorView>& lse, const std::optional<InputDescales>& descales) {
   const BackendParams& params = backend.params();
   check_softmax_scale(scale);
   if (chunk_index < 0 || static_cast<std::size_t>(chunk_index) >= meta.chunk_k_tokens.size()) {
@@ -317,22 +398,27 @@ void check_chunk_shapes(const PrefillBackend& backend, const AttentionPlan& meta
                     "qk_head_dim"});
   check_operand(v, {v_name.c_str(), params.dtype, dtype_source, chunk_tokens, "the chunk's cu_seqlens_k", heads, dv,
                     "v_head_dim"});
+  check_descales(params, descales);
   if (out) {
-    check_operand(
-        *out, {"chunk out", params.dtype, dtype_source, meta.num_q_tokens, "cu_seqlens_q", heads, dv, "v_head_dim"});
+    check_operand(*out, {"chunk out", params.output_dtype(), "the backend's output dtype", meta.num_q_tokens,
+                         "cu_seqlens_q", heads, dv, "v_head_dim"});
   }
   if (lse) check_lse(*lse, "chunk lse", heads, meta.num_q_tokens);
-  detail::check_no_overlap("", {{"chunk out", out}, {"chunk lse", lse}}, {{"q", q}, {k_name, k}, {v_name, v}});
+  std::vector<detail::Operand> inputs{{"q", q}, {k_name, k}, {v_name, v}};
+  add_descale_inputs(inputs, descales);
+  detail::check_no_overlap("", {{"chunk out", out}, {"chunk lse", lse}}, inputs);
 }
 
 }  // namespace
 
 void check_chunk_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue, int chunk_index,
                       const TensorView& q, const TensorView& k, const TensorView& v, float scale,
-                      const std::optional<TensorView>& out, const std::optional<TensorView>& lse) {
-  check_chunk_shapes(backend, plan, chunk_index, q, k, v, scale, out, lse);
+                      const std::optional<TensorView>& out, const std::optional<TensorView>& lse,
+                      const std::optional<InputDescales>& descales) {
+  check_chunk_shapes(backend, plan, chunk_index, q, k, v, scale, out, lse, descales);
   check_all_accessible(
       queue, {{"q", &q}, {"chunk k", &k}, {"chunk v", &v}, {"chunk out", given(out)}, {"chunk lse", given(lse)}});
+  check_descales_accessible(queue, descales);
 }
 
 AttentionResult allocate_result(const PrefillBackend& backend, Queue& queue, std::int64_t num_q, bool return_lse,

@@ -113,7 +113,8 @@ AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool
   // The message prefix, built only when a check fails or needs it.
   const auto who = [&] { return backend_name + " " + call.operation; };
   if (plan.backend != backend_name || plan.params.num_heads != params_.num_heads ||
-      !(plan.params.dims == params_.dims) || plan.params.dtype != params_.dtype) {
+      !(plan.params.dims == params_.dims) || plan.params.dtype != params_.dtype ||
+      plan.params.output_dtype() != params_.output_dtype()) {
     bad_argument(who() + ": the plan was made by " + (plan.backend.empty() ? std::string("no backend") : plan.backend) +
                  " for other parameters or another backend; plan the step with this backend");
   }
@@ -128,11 +129,13 @@ AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool
   const std::optional<TensorView> given_out = out;
   const std::optional<TensorView> given_lse = lse;
   if (!chunk_call) {
-    check_new_tokens_args(*this, plan, queue, call.q, call.k, call.v, call.scale, given_out, call.out_scale, given_lse);
+    check_new_tokens_args(*this, plan, queue, call.q, call.k, call.v, call.scale, given_out, call.out_scale, given_lse,
+                          call.descales);
   } else {
-    check_chunk_args(*this, plan, queue, call.chunk, call.q, call.k, call.v, call.scale, given_out, given_lse);
+    check_chunk_args(*this, plan, queue, call.chunk, call.q, call.k, call.v, call.scale, given_out, given_lse,
+                     call.descales);
   }
-  const DType out_dtype = call.out_scale ? DType::float8_e4m3 : params_.dtype;
+  const DType out_dtype = call.out_scale ? DType::float8_e4m3 : params_.output_dtype();
   AttentionResult result = allocate_result(*this, queue, plan.num_q_tokens, return_lse, out, out_dtype, lse);
   call.out = result.out;
   call.lse = result.lse;
@@ -143,8 +146,8 @@ AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool
 AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
                                                const TensorView& q, const TensorView& k, const TensorView& v,
                                                float scale, bool return_lse, std::optional<TensorView> out,
-                                               std::optional<OutputScale> out_scale,
-                                               std::optional<TensorView> lse) const {
+                                               std::optional<OutputScale> out_scale, std::optional<TensorView> lse,
+                                               const std::optional<InputDescales>& descales) const {
   check_queue(queue, "run_new_tokens");
   AttentionCall call;
   call.plan = &plan;
@@ -154,6 +157,7 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const AttentionPlan
   call.v = v;
   call.scale = scale;
   call.out_scale = out_scale;
+  call.descales = descales;
   call.operation = "run_new_tokens";
   return run_call(queue, call, /*chunk_call=*/false, return_lse, out, lse);
 }
@@ -161,7 +165,8 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const AttentionPlan
 AttentionResult PrefillBackend::run_context_chunk(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
                                                   int chunk_index, const TensorView& q, const TensorView& k,
                                                   const TensorView& v, float scale, std::optional<TensorView> out,
-                                                  std::optional<TensorView> lse) const {
+                                                  std::optional<TensorView> lse,
+                                                  const std::optional<InputDescales>& descales) const {
   check_queue(queue, "run_context_chunk");
   AttentionCall call;
   call.plan = &plan;
@@ -171,6 +176,7 @@ AttentionResult PrefillBackend::run_context_chunk(Queue& queue, const AttentionP
   call.k = k;
   call.v = v;
   call.scale = scale;
+  call.descales = descales;
   call.operation = "run_context_chunk";
   return run_call(queue, call, /*chunk_call=*/true, /*return_lse=*/true, out, lse);
 }
@@ -232,7 +238,8 @@ void PrefillBackend::order_after_upload(Queue& queue) {
 AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const TensorView& q, const TensorView& k,
                                                const TensorView& v, float scale, bool return_lse,
                                                std::optional<TensorView> out, std::optional<OutputScale> out_scale,
-                                               std::optional<TensorView> lse) {
+                                               std::optional<TensorView> lse,
+                                               const std::optional<InputDescales>& descales) {
   // A wrong queue is named before a missing prepare(); with a plan held,
   // the planned call below checks the queue.
   if (!prepared_) check_queue(queue, "run_new_tokens");
@@ -240,12 +247,13 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const TensorView& q
   order_after_upload(queue);
   const Workspace workspace{prepared_->workspace.get(), prepared_->workspace.bytes()};
   return static_cast<const PrefillBackend&>(*this).run_new_tokens(queue, held, workspace, q, k, v, scale, return_lse,
-                                                                  out, out_scale, lse);
+                                                                  out, out_scale, lse, descales);
 }
 
 AttentionResult PrefillBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
                                                   const TensorView& k, const TensorView& v, float scale,
-                                                  std::optional<TensorView> out, std::optional<TensorView> lse) {
+                                                  std::optional<TensorView> out, std::optional<TensorView> lse,
+                                                  const std::optional<InputDescales>& descales) {
   // A wrong queue is named before a missing prepare(); with a plan held,
   // the planned call below checks the queue.
   if (!prepared_) check_queue(queue, "run_context_chunk");
@@ -253,7 +261,7 @@ AttentionResult PrefillBackend::run_context_chunk(Queue& queue, int chunk_index,
   order_after_upload(queue);
   const Workspace workspace{prepared_->workspace.get(), prepared_->workspace.bytes()};
   return static_cast<const PrefillBackend&>(*this).run_context_chunk(queue, held, workspace, chunk_index, q, k, v,
-                                                                     scale, out, lse);
+                                                                     scale, out, lse, descales);
 }
 
 namespace {
@@ -278,9 +286,10 @@ void run_wrapped(const PrefillBackend& inner, Queue& queue, const AttentionCall&
   const std::optional<TensorView> lse = call.lse.empty_view() ? std::nullopt : std::optional<TensorView>(call.lse);
   if (call.chunk < 0) {
     inner.run_new_tokens(queue, plan, call.workspace, call.q, call.k, call.v, call.scale, lse.has_value(), call.out,
-                         call.out_scale, lse);
+                         call.out_scale, lse, call.descales);
   } else {
-    inner.run_context_chunk(queue, plan, call.workspace, call.chunk, call.q, call.k, call.v, call.scale, call.out, lse);
+    inner.run_context_chunk(queue, plan, call.workspace, call.chunk, call.q, call.k, call.v, call.scale, call.out, lse,
+                            call.descales);
   }
 }
 

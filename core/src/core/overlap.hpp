@@ -62,7 +62,7 @@ void check_no_overlap(const std::string& who, const std::vector<Operand>& output
 // tensor the step reads.
 void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView& v,
                       const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
-                      const PrefillStepBuffers& buffers);
+                      const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales);
 void check_no_overlap(const MlaStepInputs& inputs, const MlaStepOutputs& outputs, const Workspace& workspace);
 
 }  // namespace mla::detail

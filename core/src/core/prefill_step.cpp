@@ -24,7 +24,7 @@ struct Partial {
 
 Partial carve_partial(WorkspaceCursor& cursor, const BackendParams& params, std::int64_t num_q) {
   Partial p;
-  p.out = cursor.view(params.dtype, {num_q, params.num_heads, params.dims.v_head_dim});
+  p.out = cursor.view(params.output_dtype(), {num_q, params.num_heads, params.dims.v_head_dim});
   p.lse = cursor.view(DType::float32, {params.num_heads, num_q});
   return p;
 }
@@ -81,9 +81,9 @@ template <class MakePlan>
 void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::size_t chunks, std::size_t plan_bound,
               MakePlan&& make_plan, const TensorView& q, const TensorView& k, const TensorView& v,
               const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v, float scale,
-              const PrefillStepBuffers& buffers) {
+              const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales) {
   check_chunk_views(chunks, chunk_k, chunk_v);
-  detail::check_no_overlap(q, k, v, chunk_k, chunk_v, buffers);
+  detail::check_no_overlap(q, k, v, chunk_k, chunk_v, buffers, descales);
   const BackendParams& params = backend.params();
   detail::check_workspace("run_prefill_step", "prefill_step_workspace_size", buffers.workspace, buffers.workspace_bytes,
                           workspace_size(params, num_q, chunks, plan_bound));
@@ -103,7 +103,7 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
   stateless.upload_plan(queue, plan, work.plan);
   if (chunks == 0) {
     stateless.run_new_tokens(queue, plan, work.plan, q, k, v, scale, /*return_lse=*/true, result.out, std::nullopt,
-                             result.lse);
+                             result.lse, descales);
     return;
   }
   // Each merge reads one buffer and writes the other; the new tokens start in
@@ -113,10 +113,10 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
   Partial current = chunks % 2 == 0 ? result : spare;
   Partial next = chunks % 2 == 0 ? spare : result;
   stateless.run_new_tokens(queue, plan, work.plan, q, k, v, scale, /*return_lse=*/true, current.out, std::nullopt,
-                           current.lse);
+                           current.lse, descales);
   for (std::size_t c = 0; c < chunks; ++c) {
     stateless.run_context_chunk(queue, plan, work.plan, static_cast<int>(c), q, chunk_k[c], chunk_v[c], scale,
-                                context.out, context.lse);
+                                context.out, context.lse, descales);
     MergeArgs args;
     args.prefix_out = context.out;
     args.prefix_lse = context.lse;
@@ -143,32 +143,34 @@ std::size_t prefill_step_workspace_size(const BackendParams& params, const Devic
 
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
+                      const std::optional<InputDescales>& descales) {
   check_metadata(metadata);
   const PlanOptions options = step_options(metadata.chunks.size());
   run_step(
       backend, queue, metadata.num_q_tokens(), metadata.chunks.size(),
       attention_workspace_size(backend.params(), metadata, options),
       [&] { return static_cast<const PrefillBackend&>(backend).plan(queue, metadata, options); }, q, k, v, chunk_k,
-      chunk_v, scale, buffers);
+      chunk_v, scale, buffers, descales);
 }
 
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
-                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers) {
+                      const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
+                      const std::optional<InputDescales>& descales) {
   check_device_metadata(metadata);
   const PlanOptions options = step_options(metadata.chunks.size());
   run_step(
       backend, queue, metadata.num_q_tokens, metadata.chunks.size(),
       attention_workspace_size(backend.params(), metadata, options),
       [&] { return static_cast<const PrefillBackend&>(backend).plan(queue, metadata, options); }, q, k, v, chunk_k,
-      chunk_v, scale, buffers);
+      chunk_v, scale, buffers, descales);
 }
 
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
-                                 float scale) {
+                                 float scale, const std::optional<InputDescales>& descales) {
   check_chunk_views(metadata.chunks.size(), chunk_k, chunk_v);
   check_metadata(metadata);
   const BackendParams& params = backend.params();
@@ -177,10 +179,10 @@ AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const Pr
   const std::int64_t dv = params.dims.v_head_dim;
   AttentionResult result;
   // An empty batch gets null pointers with zero-sized views, which every kernel skips.
-  result.out_storage =
-      UsmBuffer::device(queue, static_cast<std::size_t>(num_q * heads * dv) * dtype_size(params.dtype));
+  const DType out_dtype = params.output_dtype();
+  result.out_storage = UsmBuffer::device(queue, static_cast<std::size_t>(num_q * heads * dv) * dtype_size(out_dtype));
   result.lse_storage = UsmBuffer::device(queue, static_cast<std::size_t>(num_q * heads) * sizeof(float));
-  result.out = TensorView::contiguous(result.out_storage.get(), params.dtype, {num_q, heads, dv}, MemoryKind::device);
+  result.out = TensorView::contiguous(result.out_storage.get(), out_dtype, {num_q, heads, dv}, MemoryKind::device);
   result.lse = TensorView::contiguous(result.lse_storage.get(), DType::float32, {heads, num_q}, MemoryKind::device);
   // The workspace dies at the end of this call while the queue may still be
   // reading it. That is safe because a queue's free waits for the device
@@ -189,7 +191,7 @@ AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const Pr
   PrefillStepBuffers buffers{result.out, result.lse, nullptr, prefill_step_workspace_size(params, metadata)};
   UsmBuffer workspace = UsmBuffer::device(queue, buffers.workspace_bytes);
   buffers.workspace = workspace.get();
-  run_prefill_step(backend, queue, metadata, q, k, v, chunk_k, chunk_v, scale, buffers);
+  run_prefill_step(backend, queue, metadata, q, k, v, chunk_k, chunk_v, scale, buffers, descales);
   return result;
 }
 

@@ -149,6 +149,11 @@ class PluginBackend final : public PrefillBackend {
  public:
   PluginBackend(const BackendParams& params, std::shared_ptr<const PluginBackendSpec> spec)
       : PrefillBackend(params), spec_(std::move(spec)) {
+    // The C ABI carries no descales, and a plugin lists input dtypes without fp8.
+    if (params.dtype == DType::float8_e4m3) {
+      raise(ErrorCategory::not_supported,
+            spec_->name + ": plugins take no float8_e4m3 q, k and v (the plugin ABI has no descales)");
+    }
     mla_plugin_params c{};
     c.num_heads = params.num_heads;
     c.kv_lora_rank = params.kv_lora_rank;

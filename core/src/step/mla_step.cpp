@@ -152,7 +152,10 @@ void check_plan_params(const BackendParams& params, int block_size) {
     bad("MLA dims must be positive, got " + to_string(d));
   }
   if (params.kv_lora_rank < 1) bad("kv_lora_rank must be positive, got " + std::to_string(params.kv_lora_rank));
-  if (params.dtype == DType::float8_e4m3) bad("float8_e4m3 is a cache and output dtype only");
+  if (params.dtype == DType::float8_e4m3) {
+    bad("the MLA step takes no float8_e4m3 attention inputs yet; its cache and output may be float8_e4m3 "
+        "(run_new_tokens and run_context_chunk take float8_e4m3 q, k and v)");
+  }
   if (block_size < 1) bad("block_size must be at least 1, got " + std::to_string(block_size));
 }
 

@@ -57,12 +57,14 @@ PrefillMetadata read_device_metadata(Queue& queue, const DevicePrefillMetadata& 
 void check_new_tokens_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue,
                            const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                            const std::optional<TensorView>& out, const std::optional<OutputScale>& out_scale,
-                           const std::optional<TensorView>& lse = std::nullopt);
+                           const std::optional<TensorView>& lse = std::nullopt,
+                           const std::optional<InputDescales>& descales = std::nullopt);
 // The same for run_context_chunk, against chunk `chunk_index` of the plan.
 void check_chunk_args(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue, int chunk_index,
                       const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                       const std::optional<TensorView>& out = std::nullopt,
-                      const std::optional<TensorView>& lse = std::nullopt);
+                      const std::optional<TensorView>& lse = std::nullopt,
+                      const std::optional<InputDescales>& descales = std::nullopt);
 
 // For a backend that hands its attention calls to another one (a wrapper,
 // as in examples/cpp/in_process_backend.cpp): wrap_plan keeps `inner` (the
@@ -104,5 +106,12 @@ AttentionResult allocate_result(const PrefillBackend& backend, Queue& queue, std
 // check it), a device scale read back through `queue` (one wait on a GPU
 // queue) and checked: finite and positive, else Error(invalid_argument).
 float read_out_scale(Queue& queue, const OutputScale& scale);
+
+// A descale's value for each of `heads` heads on the host, for the same
+// backends: a host value repeated, or a tensor's one or `heads` values read
+// through `queue` (one wait on a GPU queue). Each must be finite and
+// positive, else Error(invalid_argument) naming `what` ("q", "k", "v") and
+// the head.
+std::vector<float> read_descales(Queue& queue, const Descale& descale, int heads, const char* what);
 
 }  // namespace mla
