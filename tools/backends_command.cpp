@@ -133,7 +133,7 @@ void print_json(const BackendsReport& report) {
 
 int run_backends(const BackendsOptions& options) {
   BackendsReport report;
-  report.request.dtype = parse_input_dtype(options.dtype, "--dtype");
+  report.request.dtype = parse_input_dtype(options.dtype, "--dtype", /*allow_fp8=*/true);
   if (options.dims) report.request.dims = parse_dims(*options.dims, "--dims");
   report.platform = current_platform();
   Selector selector = options.selection.make_selector();
@@ -164,7 +164,7 @@ Command add_backends_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "backends", "Show the platform, every backend with the selector's reasons, and the selected backend");
   options->selection.add_to(*app);
-  app->add_option("--dtype", options->dtype, "element type of q, k, v: bf16, fp16 or fp32")->capture_default_str();
+  app->add_option("--dtype", options->dtype, "element type of q, k, v: bf16, fp16, fp32 or fp8")->capture_default_str();
   add_optional(*app, "--dims", options->dims, "MLA dims P,R,V (default 128,64,128, DeepSeek-V3)");
   app->add_flag("--json", options->json, "print JSON instead of a table");
   return {app, [options] { return run_backends(*options); }};

@@ -45,12 +45,13 @@ struct BenchProblem {
     const double mscale = 0.1 * std::log(40.0) + 1.0;
     return static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(dims.qk_head_dim())));
   }
-  // The backend's parameters for this shape.
+  // The backend's parameters for this shape; fp8 inputs write bf16.
   BackendParams params() const {
     BackendParams p;
     p.num_heads = heads;
     p.dims = dims;
     p.dtype = dtype;
+    if (dtype == DType::float8_e4m3) p.out_dtype = DType::bfloat16;
     return p;
   }
   std::int64_t num_queries() const { return std::accumulate(new_lengths.begin(), new_lengths.end(), std::int64_t{0}); }

@@ -47,9 +47,32 @@ struct BenchInputs {
   }
 };
 
-// The inputs copied to one queue in the problem's dtype.
+// The largest magnitude of `a` and `b` over 448, e4m3's largest value: the
+// per-tensor descale a static fp8 quantiser takes from the data (1 for
+// all-zero data).
+float fp8_descale(const std::vector<float>& a, const std::vector<float>& b) {
+  float amax = 0.0f;
+  for (float x : a) amax = std::max(amax, std::fabs(x));
+  for (float x : b) amax = std::max(amax, std::fabs(x));
+  return amax > 0.0f ? amax / 448.0f : 1.0f;
+}
+
+// `values` divided by `descale`, to be rounded to e4m3 by upload.
+std::vector<float> descaled(const std::vector<float>& values, float descale) {
+  std::vector<float> out(values.size());
+  parallel_ranges(static_cast<std::int64_t>(values.size()), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i)
+      out[static_cast<std::size_t>(i)] = values[static_cast<std::size_t>(i)] / descale;
+  });
+  return out;
+}
+
+// The inputs copied to one queue in the problem's dtype; fp8 inputs are
+// quantised with one descale per tensor from the data (the new and cached
+// keys share k's, values v's, as run_prefill_step takes them).
 struct DeviceInputs {
   OwnedTensor q, k, v, chunk_k, chunk_v;
+  std::optional<InputDescales> descales;
 
   DeviceInputs(Queue& queue, const BenchProblem& problem, const BenchInputs& inputs) {
     const std::int64_t nq = problem.num_queries();
@@ -57,11 +80,23 @@ struct DeviceInputs {
     const std::int64_t h = problem.heads;
     const std::int64_t dqk = problem.dims.qk_head_dim();
     const std::int64_t dv = problem.dims.v_head_dim;
-    q = upload(queue, inputs.q, problem.dtype, {nq, h, dqk});
-    k = upload(queue, inputs.k, problem.dtype, {nq, h, dqk});
-    v = upload(queue, inputs.v, problem.dtype, {nq, h, dv});
-    chunk_k = upload(queue, inputs.chunk_k, problem.dtype, {nc, h, dqk});
-    chunk_v = upload(queue, inputs.chunk_v, problem.dtype, {nc, h, dv});
+    const DType dtype = problem.dtype;
+    if (dtype == DType::float8_e4m3) {
+      const InputDescales d{fp8_descale(inputs.q, {}), fp8_descale(inputs.k, inputs.chunk_k),
+                            fp8_descale(inputs.v, inputs.chunk_v)};
+      descales = d;
+      q = upload(queue, descaled(inputs.q, d.q.value), dtype, {nq, h, dqk});
+      k = upload(queue, descaled(inputs.k, d.k.value), dtype, {nq, h, dqk});
+      v = upload(queue, descaled(inputs.v, d.v.value), dtype, {nq, h, dv});
+      chunk_k = upload(queue, descaled(inputs.chunk_k, d.k.value), dtype, {nc, h, dqk});
+      chunk_v = upload(queue, descaled(inputs.chunk_v, d.v.value), dtype, {nc, h, dv});
+      return;
+    }
+    q = upload(queue, inputs.q, dtype, {nq, h, dqk});
+    k = upload(queue, inputs.k, dtype, {nq, h, dqk});
+    v = upload(queue, inputs.v, dtype, {nq, h, dv});
+    chunk_k = upload(queue, inputs.chunk_k, dtype, {nc, h, dqk});
+    chunk_v = upload(queue, inputs.chunk_v, dtype, {nc, h, dv});
   }
 };
 
@@ -76,13 +111,14 @@ PhaseResult download_result(Queue& queue, const AttentionResult& result) {
 }
 
 AttentionResult run_new_tokens(PrefillBackend& backend, Queue& queue, const DeviceInputs& in, float scale) {
-  return backend.run_new_tokens(queue, in.q.view, in.k.view, in.v.view, scale, true);
+  return backend.run_new_tokens(queue, in.q.view, in.k.view, in.v.view, scale, true, std::nullopt, std::nullopt,
+                                std::nullopt, in.descales);
 }
 
 AttentionResult run_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const DeviceInputs& in,
                          float scale) {
   return run_prefill_step(backend, queue, metadata, in.q.view, in.k.view, in.v.view, {in.chunk_k.view},
-                          {in.chunk_v.view}, scale);
+                          {in.chunk_v.view}, scale, in.descales);
 }
 
 struct Timing {
@@ -156,8 +192,14 @@ int run_bench(const BenchOptions& options) {
   std::cout << fmt::format("mla-prefill bench: {}\n", problem.built_in ? "DeepSeek-V3 prefill at TP8"
                                                                        : "DeepSeek-V3 prefill, shape from the options");
   print_backend_lines(platform, chosen);
+  const std::string dtype_text =
+      problem.dtype == DType::float8_e4m3
+          ? fmt::format("float8_e4m3 (descales from the data: q {:.4g}, k {:.4g}, v {:.4g}; output bfloat16)",
+                        device_inputs.descales->q.value, device_inputs.descales->k.value,
+                        device_inputs.descales->v.value)
+          : std::string(dtype_name(problem.dtype));
   std::cout << fmt::format("shape      H={}, dims {}, {}, scale {:.6f}\n", problem.heads, to_string(problem.dims),
-                           dtype_name(problem.dtype), problem.scale());
+                           dtype_text, problem.scale());
   std::cout << fmt::format("batch      new tokens {} ({} queries); one context chunk {} ({} keys)\n",
                            lengths_text(problem.new_lengths), problem.num_queries(),
                            lengths_text(problem.context_lengths), problem.num_context());
@@ -200,7 +242,9 @@ Command add_bench_command(CLI::App& parent) {
                "cached keys per sequence in one context chunk, one per sequence (default 128,0,17,64,0,160 for the "
                "built-in batch, none with --lengths)");
   add_optional(*app, "--dims", options->dims, "MLA dims P,R,V (default 128,64,128)");
-  add_optional(*app, "--dtype", options->dtype, "bf16, fp16 or fp32 (default bf16)");
+  add_optional(*app, "--dtype", options->dtype,
+               "bf16, fp16, fp32 or fp8 (e4m3 inputs quantised with per-tensor descales from the data, bf16 output; "
+               "not with --step) (default bf16)");
   app->add_flag("--no-check", options->no_check, "skip the REFERENCE run that measures the errors");
   CLI::Option* step = app->add_flag(
       "--step", options->step,

@@ -66,7 +66,7 @@ BenchProblem make_problem(const BenchOptions& options, std::vector<int> context)
     problem.heads = *options.heads;
   }
   if (options.dims) problem.dims = parse_dims(*options.dims, "--dims");
-  if (options.dtype) problem.dtype = parse_input_dtype(*options.dtype, "--dtype");
+  if (options.dtype) problem.dtype = parse_input_dtype(*options.dtype, "--dtype", /*allow_fp8=*/true);
   if (options.lengths) {
     problem.new_lengths = parse_lengths(*options.lengths, "--lengths");
     problem.context_lengths.assign(problem.new_lengths.size(), 0);  // no cached keys unless --context says so

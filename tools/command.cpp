@@ -103,16 +103,19 @@ DType parse_dtype_and_scale(const std::string& dtype, float scale) {
   return parsed;
 }
 
-DType parse_input_dtype(const std::string& text, const char* flag) {
+DType parse_input_dtype(const std::string& text, const char* flag, bool allow_fp8) {
   std::optional<DType> dtype;
   try {
     dtype = parse_dtype(text);
   } catch (const Error&) {
     // Replaced below by a message that names the flag and only the types it accepts.
   }
-  if (!dtype || *dtype == DType::float8_e4m3) {
+  if (!dtype || (*dtype == DType::float8_e4m3 && !allow_fp8)) {
     raise(ErrorCategory::invalid_argument,
-          std::string(flag) + " must be bf16, fp16 or fp32 (or bfloat16, float16, float32), got '" + text + "'");
+          std::string(flag) +
+              (allow_fp8 ? " must be bf16, fp16, fp32 or fp8 (or bfloat16, float16, float32, float8_e4m3)"
+                         : " must be bf16, fp16 or fp32 (or bfloat16, float16, float32)") +
+              ", got '" + text + "'");
   }
   return *dtype;
 }

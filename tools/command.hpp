@@ -74,8 +74,10 @@ MlaDims parse_dims(const std::string& text, const char* flag);
 // "L1,L2,..." as one or more non-negative integers whose sum fits int32
 // cu_seqlens; raises Error(invalid_argument) naming `flag`.
 std::vector<int> parse_lengths(const std::string& text, const char* flag);
-// bf16, fp16 or fp32 (and their long names); fp8 is not an attention input.
-DType parse_input_dtype(const std::string& text, const char* flag);
+// bf16, fp16 or fp32 (and their long names); with `allow_fp8` also fp8
+// (float8_e4m3 inputs: bench, which quantises its data, and backends, which
+// only validates). run and step read no descales, so they take no fp8.
+DType parse_input_dtype(const std::string& text, const char* flag, bool allow_fp8 = false);
 // What the computing commands (run, step) check first: --dtype as
 // parse_input_dtype reads it and --scale as check_softmax_scale does.
 DType parse_dtype_and_scale(const std::string& dtype, float scale);

@@ -124,6 +124,25 @@ TEST(ToolBackends, SimulatedAmpereAndBlackwellSayWhyHopperFlashIsNotValid) {
   }
 }
 
+// fp8 inputs on simulated 8.0, 9.0 and gfx90a: the GPU backends are
+// refused for the dtype (they have no fp8 kernel yet), a host backend is
+// selected.
+TEST(ToolBackends, Fp8InputsSelectAHostBackendAndSayWhyNotAGpuOne) {
+  for (const char* platform : {"nvidia:8.0", "nvidia:9.0", "amd:gfx90a"}) {
+    SCOPED_TRACE(platform);
+    const ToolResult result = run_tool({"backends", "--dtype", "fp8"}, {{"MLA_PLATFORM", platform}});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    for (const char* gpu : {"CUDA_FLASH", "HOPPER_FLASH", "HIP_FLASH"}) {
+      const std::string line = line_starting_with(result.out, gpu);
+      EXPECT_TRUE(contains(line, "dtype float8_e4m3 not supported")) << line;
+    }
+    EXPECT_FALSE(contains(line_starting_with(result.out, "REFERENCE"), "not supported")) << result.out;
+    EXPECT_TRUE(contains(line_starting_with(result.out, "selected:"), "KOKKOS") ||
+                contains(line_starting_with(result.out, "selected:"), "REFERENCE"))
+        << result.out;
+  }
+}
+
 TEST(ToolBackends, ExplicitChoiceFromConfigAndEnvironmentShowsAsExplicit) {
   TempDir dir;
   write_bytes(dir.path("ref.yaml"), "backend: REFERENCE\n");
@@ -261,7 +280,27 @@ TEST(ToolBench, BadShapeOptionsAreOneClearError) {
   expect_one_error_line(run_tool({"bench", "--lengths", "3", "--context", "1,2"}),
                         {"--context gives 2 sequence(s) but the batch has 1 (--lengths)"});
   expect_one_error_line(run_tool({"bench", "--dims", "192,64"}), {"--dims must be three positive integers"});
-  expect_one_error_line(run_tool({"bench", "--dtype", "fp8"}), {"--dtype must be bf16, fp16 or fp32"});
+  expect_one_error_line(run_tool({"bench", "--dtype", "int8"}), {"--dtype must be bf16, fp16, fp32 or fp8", "'int8'"});
+  expect_one_error_line(run_tool({"bench", "--step", "--dtype", "fp8"}),
+                        {"--dtype fp8 times attention alone: the MLA step (--step) takes no float8_e4m3"});
+}
+
+// --dtype fp8: random data quantised to e4m3 with per-tensor descales from
+// the data, checked against REFERENCE on the same bytes and descales, held
+// to the bounds of the bf16 output (docs/contract.md §6).
+TEST(ToolBench, Fp8InputsAreQuantisedFromTheData) {
+  const ToolResult result = run_tool(
+      {"bench", "--repeats", "1", "--dtype", "fp8", "--heads", "2", "--lengths", "37,0,5", "--context", "11,3,0"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.out, "float8_e4m3 (descales from the data: q ")) << result.out;
+  EXPECT_TRUE(contains(result.out, "; output bfloat16)")) << result.out;
+  if (contains(line_starting_with(result.out, "backend"), "REFERENCE")) GTEST_SKIP() << "REFERENCE selected here";
+  for (const char* phase : {"new tokens (causal)", "prefill step (+1 chunk, merge)"}) {
+    const std::vector<std::string> columns = bench_columns(result.out, phase);
+    ASSERT_EQ(columns.size(), 5u) << result.out;
+    EXPECT_LE(std::stod(columns[3]), 1e-2) << phase;
+    EXPECT_LE(std::stod(columns[4]), 1e-2) << phase;
+  }
 }
 
 // bench --step on a small shape: 2 sequences with context, a workspace that
