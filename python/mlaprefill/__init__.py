@@ -134,16 +134,20 @@ class Selector:
         """Every backend with its availability, reasons and priority."""
         return self._native.report(_tensors.dtype_name(dtype), tuple(dims), platform)
 
-    def create(self, selection, num_heads, scale=None, kv_lora_rank=512, dims=None, dtype=None, device=0):
+    def create(self, selection, num_heads, scale=None, kv_lora_rank=512, dims=None, dtype=None, device=0,
+               out_dtype=None):
         """A backend of `selection` for `num_heads` heads, on the queue the
         backend runs on (GPU `device` for GPU backends). `scale`, when given,
         is the softmax scale the run methods use when a call passes none, as
         vLLM's backends take it in their constructor; the library itself
         takes a scale with every call. `dims` and `dtype` default to what the
-        selection was asked for, and must be that (select again for others)."""
+        selection was asked for, and must be that (select again for others).
+        `out_dtype` is the output's element type: required ("bfloat16" or
+        "float16") for float8_e4m3 q, k and v, the input dtype otherwise."""
         dims = tuple(dims) if dims is not None else selection.dims
         dtype = _tensors.dtype_name(dtype) if dtype is not None else selection.dtype
-        native = self._native.create(selection._native, num_heads, kv_lora_rank, dims, dtype, device)
+        out_dtype = None if out_dtype is None else _tensors.dtype_name(out_dtype)
+        native = self._native.create(selection._native, num_heads, kv_lora_rank, dims, dtype, device, out_dtype)
         return Backend(native, None if scale is None else float(scale))
 
 
@@ -161,7 +165,8 @@ class Backend:
 
     name = property(lambda self: self._native.name)
     num_heads = property(lambda self: self._native.num_heads)
-    dtype = property(lambda self: self._native.dtype)
+    dtype = property(lambda self: self._native.dtype)  # of q, k and v
+    out_dtype = property(lambda self: self._native.out_dtype)  # of the output (without output_scale)
     dims = property(lambda self: self._native.dims)
     kv_lora_rank = property(lambda self: self._native.kv_lora_rank)
     kernel_info = property(lambda self: self._native.kernel_info)
@@ -206,28 +211,37 @@ class Backend:
             lse = _tensors.empty(q, (heads, num_q), "float32")
         return out, lse
 
-    def run_new_tokens(self, q, k, v, return_lse=True, out=None, lse=None, output_scale=None, scale=None):
+    def run_new_tokens(self, q, k, v, return_lse=True, out=None, lse=None, output_scale=None, scale=None,
+                       q_descale=None, k_descale=None, v_descale=None):
         """Causal varlen attention of the new tokens, softmax of `scale` * q.k
         (default: the backend's scale). Returns out, or (out, lse) with
         return_lse. With `output_scale` (a float, or a one-element float32
-        tensor, 0-d or 1-d, read when the kernel runs) the output is fp8 e4m3."""
+        tensor, 0-d or 1-d, read when the kernel runs) the output is fp8 e4m3.
+        float8_e4m3 q, k and v (torch.float8_e4m3fn, or uint8 bytes) take
+        descales: each a float, or a float32 tensor of one value (0-d or 1-d)
+        or one per head, read when the call runs; None is 1."""
         if lse is not None and not return_lse:
             raise InvalidArgument("lse was given but return_lse is False")
         softmax_scale = self._scale(scale)
-        out_dtype = "float8_e4m3" if output_scale is not None else self.dtype
+        out_dtype = "float8_e4m3" if output_scale is not None else self.out_dtype
         out, lse = self._outputs(q, out, lse, return_lse, out_dtype)
         a = _tensors.arg
         self._native.run_new_tokens(a(q), a(k), a(v), softmax_scale, return_lse, a(out), None if lse is None else a(lse),
-                                    a(_tensors.one_element(output_scale)), _tensors.stream_of(q, out))
+                                    a(_tensors.one_element(output_scale)),
+                                    descales=_tensors.descales(q_descale, k_descale, v_descale),
+                                    stream=_tensors.stream_of(q, out))
         return (out, lse) if return_lse else out
 
-    def run_context_chunk(self, index, q, k, v, out=None, lse=None, scale=None):
+    def run_context_chunk(self, index, q, k, v, out=None, lse=None, scale=None, q_descale=None, k_descale=None,
+                          v_descale=None):
         """Non-causal attention of every query against context chunk `index`
-        (`scale` as for run_new_tokens). Returns (out, lse)."""
+        (`scale` and the descales as for run_new_tokens). Returns (out, lse)."""
         softmax_scale = self._scale(scale)
-        out, lse = self._outputs(q, out, lse, True, self.dtype)
+        out, lse = self._outputs(q, out, lse, True, self.out_dtype)
         a = _tensors.arg
-        self._native.run_context_chunk(index, a(q), a(k), a(v), softmax_scale, a(out), a(lse), _tensors.stream_of(q, out))
+        self._native.run_context_chunk(index, a(q), a(k), a(v), softmax_scale, a(out), a(lse),
+                                       descales=_tensors.descales(q_descale, k_descale, v_descale),
+                                       stream=_tensors.stream_of(q, out))
         return out, lse
 
     def merge_attn_states(self, prefix_output, prefix_lse, suffix_output, suffix_lse, output=None,
@@ -258,21 +272,24 @@ class Backend:
 
 
 def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=(), out=None, lse=None,
-                     return_lse=True, workspace=None, causal=True, scale=None):
+                     return_lse=True, workspace=None, causal=True, scale=None, q_descale=None, k_descale=None,
+                     v_descale=None):
     """One whole prefill step, as vLLM's forward_mha: causal attention of the
     new tokens, then each context chunk, merged, with softmax `scale`
     (default: the backend's). `context` is a sequence of
     (cu_seqlens_k, k, v) per chunk. Returns out, or (out, lse) with
     return_lse. The workspace (allocated like q unless given: a byte tensor
     of backend.workspace_size(...) bytes, 64-byte aligned) and the outputs
-    are the caller's memory, so the library allocates nothing."""
+    are the caller's memory, so the library allocates nothing. float8_e4m3
+    inputs take descales as Backend.run_new_tokens does, k's and v's the same
+    for the new tokens and every chunk."""
     chunk_cu = [_tensors.int_list(c[0], f"context[{i}] cu_seqlens_k") for i, c in enumerate(context)]
     cu_q = _tensors.int_list(cu_seqlens_q, "cu_seqlens_q")
     cu_k = None if cu_seqlens_k is None else _tensors.int_list(cu_seqlens_k, "cu_seqlens_k")
     if lse is not None and not return_lse:
         raise InvalidArgument("lse was given but return_lse is False")
     softmax_scale = backend._scale(scale)
-    out, lse = backend._outputs(q, out, lse, return_lse, backend.dtype)
+    out, lse = backend._outputs(q, out, lse, return_lse, backend.out_dtype)
     if workspace is None and chunk_cu:
         workspace = _tensors.aligned_bytes(q, backend._native.workspace_size(cu_q, cu_k, chunk_cu))
     a = _tensors.arg
@@ -280,7 +297,7 @@ def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=
         a(q), a(k), a(v), cu_q, cu_k, chunk_cu, [a(c[1]) for c in context], [a(c[2]) for c in context],
         softmax_scale, a(out),
         None if lse is None else a(lse), None if workspace is None else a(workspace), causal,
-        _tensors.stream_of(q, out))
+        descales=_tensors.descales(q_descale, k_descale, v_descale), stream=_tensors.stream_of(q, out))
     return (out, lse) if return_lse else out
 
 

@@ -128,6 +128,15 @@ def one_element(scale):
     return scale
 
 
+def descales(q, k, v):
+    """The (q, k, v) descales as the C++ module takes them: None when none
+    is given, else each a float, a tensor (0-d made 1-d, as one_element
+    does) or None for 1."""
+    if q is None and k is None and v is None:
+        return None
+    return tuple(arg(one_element(d)) if d is not None and not isinstance(d, (int, float)) else d for d in (q, k, v))
+
+
 def int_list(values, what):
     """cu_seqlens as a list of Python ints, from a list, a NumPy array or a
     PyTorch tensor (copied to the host); floats and other types are refused."""

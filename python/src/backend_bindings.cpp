@@ -78,6 +78,37 @@ ScaleArgument scale_of(py::handle object, const Queue& queue, py::handle stream)
   return argument;
 }
 
+// The descales of float8_e4m3 q, k and v: a (q, k, v) tuple whose entries
+// are None (1), a float, or a float32 tensor of one value or one per head
+// the queue's device reads; None for no descales at all.
+struct DescaleArguments {
+  std::vector<BorrowedTensor> tensors;  // kept alive for the call
+  std::optional<InputDescales> descales;
+};
+
+DescaleArguments descales_of(py::handle object, const Queue& queue, py::handle stream) {
+  DescaleArguments argument;
+  if (object.is_none()) return argument;
+  const py::tuple triple = py::reinterpret_borrow<py::tuple>(object);
+  if (triple.size() != 3) raise(ErrorCategory::internal, "descales_of: a (q, k, v) tuple is expected");
+  InputDescales descales;
+  Descale* slots[3] = {&descales.q, &descales.k, &descales.v};
+  const char* names[3] = {"q_descale", "k_descale", "v_descale"};
+  argument.tensors.reserve(3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const py::handle item = triple[i];
+    if (item.is_none()) continue;
+    if (py::isinstance<py::float_>(item) || py::isinstance<py::int_>(item)) {
+      *slots[i] = Descale(item.cast<float>());
+      continue;
+    }
+    argument.tensors.push_back(borrow_tensor(item, names[i], queue, stream));
+    *slots[i] = Descale::of(argument.tensors.back().view);
+  }
+  argument.descales = descales;
+  return argument;
+}
+
 std::optional<TensorView> view_of(const std::optional<BorrowedTensor>& tensor) {
   if (!tensor) return std::nullopt;
   return tensor->view;
@@ -105,26 +136,28 @@ AttentionTensors borrow_attention(py::handle q, py::handle k, py::handle v, py::
 }
 
 void run_new_tokens(BackendObject& self, py::handle q, py::handle k, py::handle v, float softmax_scale, bool return_lse,
-                    py::handle out, py::handle lse, py::handle output_scale, py::handle stream) {
+                    py::handle out, py::handle lse, py::handle output_scale, py::handle stream, py::handle descales) {
   Queue queue = self.queue_for(stream);
   const AttentionTensors tensors = borrow_attention(q, k, v, out, queue, stream);
   const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
   const ScaleArgument scale = scale_of(output_scale, queue, stream);
+  const DescaleArguments input_descales = descales_of(descales, queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
   self.backend().run_new_tokens(queue, tensors.q.view, tensors.k.view, tensors.v.view, softmax_scale, return_lse,
-                                tensors.out.view, scale.scale, view_of(tlse));
+                                tensors.out.view, scale.scale, view_of(tlse), input_descales.descales);
 }
 
 void run_context_chunk(BackendObject& self, int index, py::handle q, py::handle k, py::handle v, float softmax_scale,
-                       py::handle out, py::handle lse, py::handle stream) {
+                       py::handle out, py::handle lse, py::handle stream, py::handle descales) {
   Queue queue = self.queue_for(stream);
   const AttentionTensors operands = borrow_attention(q, k, v, out, queue, stream);
   const BorrowedTensor tlse = borrow_tensor(lse, "lse", queue, stream);
+  const DescaleArguments input_descales = descales_of(descales, queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
   self.backend().run_context_chunk(queue, index, operands.q.view, operands.k.view, operands.v.view, softmax_scale,
-                                   operands.out.view, tlse.view);
+                                   operands.out.view, tlse.view, input_descales.descales);
 }
 
 void merge(BackendObject& self, py::handle prefix_out, py::handle prefix_lse, py::handle suffix_out,
@@ -171,7 +204,7 @@ std::size_t workspace_size(const BackendObject& self, const CuList& cu_q, const 
 void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handle v, const CuList& cu_q,
                       const std::optional<CuList>& cu_k, const std::vector<CuList>& chunk_cu, const py::list& chunk_k,
                       const py::list& chunk_v, float softmax_scale, py::handle out, py::handle lse,
-                      py::handle workspace, bool causal, py::handle stream) {
+                      py::handle workspace, bool causal, py::handle stream, py::handle descales) {
   const PrefillMetadata metadata = metadata_of(cu_q, cu_k, chunk_cu, std::nullopt, std::nullopt, causal);
   Queue queue = self.queue_for(stream);
   const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
@@ -182,6 +215,7 @@ void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handl
   const BorrowedTensor tout = borrow_tensor(out, "out", queue, stream);
   const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
   const std::optional<BorrowedTensor> tws = borrow_optional(workspace, "workspace", queue, stream);
+  const DescaleArguments input_descales = descales_of(descales, queue, stream);
   std::vector<TensorView> k_views, v_views;
   for (const BorrowedTensor& t : ck) k_views.push_back(t.view);
   for (const BorrowedTensor& t : cv) v_views.push_back(t.view);
@@ -196,7 +230,7 @@ void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handl
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
   mla::run_prefill_step(self.backend(), queue, metadata, tq.view, tk.view, tv.view, k_views, v_views, softmax_scale,
-                        buffers);
+                        buffers, input_descales.descales);
 }
 
 // A step's plan from Python lists: vLLM's chunks for `workspace_tokens`, or
@@ -269,6 +303,9 @@ void bind_backend(py::module_& m) {
       .def_property_readonly("kv_lora_rank", [](const BackendObject& b) { return b.backend().params().kv_lora_rank; })
       .def_property_readonly("dtype",
                              [](const BackendObject& b) { return std::string(dtype_name(b.backend().params().dtype)); })
+      .def_property_readonly(
+          "out_dtype",
+          [](const BackendObject& b) { return std::string(dtype_name(b.backend().params().output_dtype())); })
       .def_property_readonly("dims",
                              [](const BackendObject& b) {
                                const MlaDims& d = b.backend().params().dims;
@@ -286,9 +323,10 @@ void bind_backend(py::module_& m) {
       .def("prepare", &prepare, py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("chunks"),
            py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal"), py::arg("stream") = none)
       .def("run_new_tokens", &run_new_tokens, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"),
-           py::arg("return_lse"), py::arg("out"), py::arg("lse"), py::arg("output_scale"), py::arg("stream") = none)
+           py::arg("return_lse"), py::arg("out"), py::arg("lse"), py::arg("output_scale"), py::arg("stream") = none,
+           py::arg("descales") = none)
       .def("run_context_chunk", &run_context_chunk, py::arg("index"), py::arg("q"), py::arg("k"), py::arg("v"),
-           py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("stream") = none)
+           py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("stream") = none, py::arg("descales") = none)
       .def("merge_attn_states", &merge, py::arg("prefix_output"), py::arg("prefix_lse"), py::arg("suffix_output"),
            py::arg("suffix_lse"), py::arg("output"), py::arg("output_lse"), py::arg("prefill_tokens_with_context"),
            py::arg("output_scale"), py::arg("stream") = none)
@@ -296,7 +334,7 @@ void bind_backend(py::module_& m) {
       .def("run_prefill_step", &run_prefill_step, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
            py::arg("cu_seqlens_k"), py::arg("chunk_cu_seqlens"), py::arg("chunk_k"), py::arg("chunk_v"),
            py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("workspace"), py::arg("causal"),
-           py::arg("stream") = none)
+           py::arg("stream") = none, py::arg("descales") = none)
       .def("plan_mla_prefill", &plan_mla_step, py::arg("cu_seqlens_q"), py::arg("context_lens"), py::arg("block_table"),
            py::arg("max_blocks"), py::arg("block_size"), py::arg("workspace_tokens"), py::arg("packed"))
       .def("run_mla_prefill", &run_mla_step, py::arg("plan"), py::arg("q"), py::arg("kv_c"), py::arg("k_pe"),

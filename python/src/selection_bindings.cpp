@@ -178,17 +178,18 @@ void bind_selector(py::module_& m) {
       .def(
           "create",
           [](const Selector& s, const Selection& selection, int num_heads, int kv_lora_rank, const Dims& dims,
-             const std::string& dtype, int device) {
+             const std::string& dtype, int device, const std::optional<std::string>& out_dtype) {
             BackendParams params;
             params.num_heads = num_heads;
             params.kv_lora_rank = kv_lora_rank;
             params.dims = dims_of(dims);
             params.dtype = parse_dtype(dtype);
+            if (out_dtype) params.out_dtype = parse_dtype(*out_dtype);
             Queue queue = make_queue(selection, device);
             return std::make_shared<BackendObject>(s.create(selection, params), std::move(queue));
           },
           py::arg("selection"), py::arg("num_heads"), py::arg("kv_lora_rank"), py::arg("dims"), py::arg("dtype"),
-          py::arg("device") = 0);
+          py::arg("device") = 0, py::arg("out_dtype") = py::none());
 }
 
 }  // namespace
