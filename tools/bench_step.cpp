@@ -45,7 +45,7 @@ StepProblem make_step_problem(const BenchOptions& options) {
   problem.shape = make_problem(options, {1000, 0, 17, 640, 0, 2000});
   if (problem.shape.dtype == DType::float8_e4m3) {
     raise(ErrorCategory::invalid_argument,
-          "--dtype fp8 times attention alone: the MLA step (--step) takes no float8_e4m3 attention inputs yet");
+          "--dtype fp8 times attention alone: --step does not time the MLA step's FP8 attention mode yet");
   }
   const auto positive = [](std::int64_t value, const char* flag) {
     if (value < 1) raise(ErrorCategory::invalid_argument, fmt::format("{} must be at least 1, got {}", flag, value));

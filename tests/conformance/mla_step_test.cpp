@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,19 +72,45 @@ class MlaStep : public Conformance {
       }
     }
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
-    s.q = random_tensor({nq, heads(), p() + r()}, -1.0f, 1.0f);
-    s.kv_c = random_tensor({nq, latent_dim}, -1.0f, 1.0f);
-    s.k_pe = random_tensor({nq, r()}, -1.0f, 1.0f);
-    s.cache = HostTensor(fp8 ? DType::float8_e4m3 : dtype(), {num_blocks, block_size, latent_dim + r()});
+    // In the compute dtype: the FP8 attention mode's output dtype (its q is quantised by the test).
+    const auto random_compute = [&](std::vector<std::int64_t> shape, float lo, float hi) {
+      HostTensor tensor(compute_dtype(), std::move(shape));
+      tensor.fill_random(rng_, lo, hi);
+      return tensor;
+    };
+    s.q = random_compute({nq, heads(), p() + r()}, -1.0f, 1.0f);
+    s.kv_c = random_compute({nq, latent_dim}, -1.0f, 1.0f);
+    s.k_pe = random_compute({nq, r()}, -1.0f, 1.0f);
+    s.cache = HostTensor(fp8 ? DType::float8_e4m3 : compute_dtype(), {num_blocks, block_size, latent_dim + r()});
     s.cache.fill_random(rng_, -1.5f, 1.5f);
     // kv_b_proj in the compute dtype, as engines keep it (the projection test covers float32 weights).
-    s.w = HostTensor(dtype(), {std::int64_t{heads()} * (p() + v_dim()), latent_dim});
+    s.w = HostTensor(compute_dtype(), {std::int64_t{heads()} * (p() + v_dim()), latent_dim});
     s.w.fill_random(rng_, -0.3f, 0.3f);
     return s;
   }
 
-  // The step in fp64: out [Nq, H, V] and lse [H, Nq].
-  void oracle(const Step& s, std::vector<double>& out, std::vector<double>& lse) const {
+  // The dtype of the latents, projection and output: the shape's dtype, or
+  // the output dtype of the FP8 attention mode.
+  DType compute_dtype() const { return params_.output_dtype(); }
+
+  // What the FP8 attention mode does to a projected key or value (the oracle
+  // computes them in fp64): kept in the compute dtype, divided by its
+  // attention call's scale, rounded to e4m3 (saturating) and multiplied
+  // back. Each call's scales are the step's reported ones; `phase_of` says
+  // which call read sequence b's key t (t < c: context, else new).
+  struct Fp8Keys {
+    std::vector<KvScales> scales;                 // per attention call: the new tokens, then each chunk
+    std::vector<std::vector<int>> context_phase;  // [b][t]: the call that read context token t
+    double q_descale = 1.0;
+    // Filled by the oracle: per call, the largest |stored key (value) / scale|,
+    // 448 where the scale is amax / 448 of the call's keys (values).
+    mutable std::vector<KvScales> largest_ratio;
+  };
+
+  // The step in fp64: out [Nq, H, V] and lse [H, Nq]; with `fp8`, the FP8
+  // attention mode's (q as its bytes times the descale, keys and values
+  // quantised as Fp8Keys says).
+  void oracle(const Step& s, std::vector<double>& out, std::vector<double>& lse, const Fp8Keys* fp8 = nullptr) const {
     const int h_count = heads(), P = p(), R = r(), V = v_dim(), L = latent();
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
     const double scale = scale_;
@@ -129,6 +157,26 @@ class MlaStep : public Conformance {
           for (int j = 0; j < R; ++j) {
             keys[static_cast<std::size_t>(t * (P + R) + P + j)] = ropes[static_cast<std::size_t>(t * R + j)];
           }
+          if (fp8 != nullptr) {
+            const std::size_t phase =
+                t < c ? static_cast<std::size_t>(fp8->context_phase[b][static_cast<std::size_t>(t)]) : 0;
+            const KvScales& call = fp8->scales.at(phase);
+            fp8->largest_ratio.resize(fp8->scales.size(), KvScales{0.0f, 0.0f});
+            KvScales& largest = fp8->largest_ratio[phase];
+            const auto quantised = [&](double x, float kv_scale, float& ratio) {
+              const float stored = round_to_dtype(static_cast<float>(x), compute_dtype());
+              ratio = std::max(ratio, std::fabs(stored / kv_scale));
+              return double{round_to_dtype(stored / kv_scale, DType::float8_e4m3)} * kv_scale;
+            };
+            for (int d = 0; d < P + R; ++d) {
+              double& key = keys[static_cast<std::size_t>(t * (P + R) + d)];
+              key = quantised(key, call.k, largest.k);
+            }
+            for (int d = 0; d < V; ++d) {
+              double& value = values[static_cast<std::size_t>(t * V + d)];
+              value = quantised(value, call.v, largest.v);
+            }
+          }
         }
         for (int i = 0; i < sq; ++i) {
           const int visible = c + i + 1;
@@ -137,7 +185,7 @@ class MlaStep : public Conformance {
             double dot = 0;
             for (int d = 0; d < P + R; ++d)
               dot += s.q.at(q0 + i, h, d) * keys[static_cast<std::size_t>(t * (P + R) + d)];
-            scores[static_cast<std::size_t>(t)] = dot * scale;
+            scores[static_cast<std::size_t>(t)] = dot * scale * (fp8 != nullptr ? fp8->q_descale : 1.0);
           }
           const double m = *std::max_element(scores.begin(), scores.end());
           double total = 0;
@@ -165,7 +213,7 @@ class MlaStep : public Conformance {
   }
   ::testing::AssertionResult matches_oracle(Step& s, const MlaStepPlan& plan, const std::string& what) {
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
-    HostTensor out(dtype(), {nq, heads(), v_dim()});
+    HostTensor out(compute_dtype(), {nq, heads(), v_dim()});
     HostTensor lse(DType::float32, {heads(), nq});
     // Everything on the queue under test; outputs start as NaN poison.
     const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
@@ -590,6 +638,171 @@ TEST_P(MlaStep, APlanKeptInTheStepLaunchesTheSameWorkAsOnePlannedOnTheRun) {
   });
   EXPECT_NE(refusal.find("the plan was made by"), std::string::npos) << refusal;
 }
+
+// The FP8 attention mode (docs/contract.md §4): q as e4m3 bytes with a
+// descale, the projected keys and values quantised per attention call with
+// static scales or amax / 448, against the oracle that quantises the same
+// way with the scales the step reports.
+class MlaStepFp8 : public MlaStep {
+ protected:
+  // q as e4m3 bytes of q / descale (descale = amax / 448).
+  static double quantise_q(Step& s) {
+    float largest = 0.0f;
+    for (std::int64_t t = 0; t < s.q.size(0); ++t)
+      for (std::int64_t h = 0; h < s.q.size(1); ++h)
+        for (std::int64_t d = 0; d < s.q.size(2); ++d) largest = std::max(largest, std::fabs(s.q.at(t, h, d)));
+    const float descale = largest / 448.0f;
+    HostTensor q8(DType::float8_e4m3, {s.q.size(0), s.q.size(1), s.q.size(2)});
+    for (std::int64_t t = 0; t < s.q.size(0); ++t)
+      for (std::int64_t h = 0; h < s.q.size(1); ++h)
+        for (std::int64_t d = 0; d < s.q.size(2); ++d) q8.set(s.q.at(t, h, d) / descale, t, h, d);
+    s.q = std::move(q8);
+    return descale;
+  }
+
+  // The call (1 + chunk index) that reads each context token.
+  static std::vector<std::vector<int>> context_phases(const MlaStepPlan& plan, const Step& s) {
+    std::vector<std::vector<int>> phases;
+    for (int c : s.context_lens) phases.emplace_back(static_cast<std::size_t>(c), -1);
+    for (std::size_t chunk = 0; chunk < plan.num_chunks(); ++chunk) {
+      const ContextChunk& run = plan.context.chunks[chunk];
+      for (std::size_t b = 0; b < phases.size(); ++b)
+        for (int i = 0; i < run.length(b); ++i)
+          phases[b][static_cast<std::size_t>(run.starts[b] + i)] = static_cast<int>(chunk) + 1;
+    }
+    return phases;
+  }
+
+  // Runs the step; `scales` receives what it reports.
+  ::testing::AssertionResult fp8_step_matches(Step& s, const MlaStepPlan& plan, std::optional<float> k_scale,
+                                              std::optional<float> v_scale, std::vector<KvScales>& scales) {
+    const double q_descale = quantise_q(s);
+    const std::int64_t nq = s.metadata.cu_seqlens_q.back();
+    HostTensor out(compute_dtype(), {nq, heads(), v_dim()});
+    HostTensor lse(DType::float32, {heads(), nq});
+    const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+    const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+    const DeviceTensor d_out = upload(queue_, out), d_lse = upload(queue_, lse);
+    MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
+    in.q_descale = static_cast<float>(q_descale);
+    in.k_scale = k_scale;
+    in.v_scale = v_scale;
+    scales.assign(1, KvScales{-1.0f, -1.0f});  // the step clears what it is handed
+    MlaStepOutputs outputs{d_out.view, d_lse.view, &scales};
+    run_mla_prefill(*backend_, queue_, plan, in, outputs, {}, scale_);
+    download(queue_, d_out, out);
+    download(queue_, d_lse, lse);
+    if (scales.size() != 1 + plan.num_chunks()) {
+      return ::testing::AssertionFailure()
+             << scales.size() << " scales reported for " << 1 + plan.num_chunks() << " attention calls";
+    }
+    Fp8Keys fp8{scales, context_phases(plan, s), static_cast<double>(static_cast<float>(q_descale)), {}};
+    std::vector<double> want_out, want_lse;
+    oracle(s, want_out, want_lse, &fp8);
+    largest_ratio_ = fp8.largest_ratio;
+    HostTensor expected(DType::float32, {nq, heads(), v_dim()}), expected_lse(DType::float32, {heads(), nq});
+    for (std::int64_t t = 0; t < nq; ++t)
+      for (int h = 0; h < heads(); ++h) {
+        for (int d = 0; d < v_dim(); ++d)
+          expected.set(static_cast<float>(want_out[static_cast<std::size_t>((t * heads() + h) * v_dim() + d)]), t, h,
+                       d);
+        expected_lse.set(static_cast<float>(want_lse[static_cast<std::size_t>(h * nq + t)]), h, t);
+      }
+    return results_match(out.view(), lse.view(), expected.view(), expected_lse.view(), tolerance());
+  }
+
+  std::vector<KvScales> largest_ratio_;  // the oracle's, of the last fp8_step_matches
+};
+
+TEST_P(MlaStepFp8, ScalesFromTheDataMatchTheOracle) {
+  Step s = make_step({5, 0, 9, 3, 1}, {21, 7, 0, 40, 0}, 16);
+  const MlaStepPlan step = plan(s, 24);  // several chunks, a sequence over two of them
+  ASSERT_GE(step.num_chunks(), 3u);
+  EXPECT_EQ(step.dtype, compute_dtype());
+  EXPECT_EQ(step.attention_dtype, DType::float8_e4m3);
+  std::vector<KvScales> scales;
+  EXPECT_TRUE(fp8_step_matches(s, step, std::nullopt, std::nullopt, scales));
+  // Each call's scale is amax / 448 of its own keys (values): the largest
+  // one lands on 448 (within the compute dtype's rounding of the oracle's
+  // projection against the backend's).
+  ASSERT_EQ(largest_ratio_.size(), scales.size());
+  for (std::size_t call = 0; call < scales.size(); ++call) {
+    EXPECT_NEAR(largest_ratio_[call].k, 448.0, 448.0 * 1e-2) << "call " << call;
+    EXPECT_NEAR(largest_ratio_[call].v, 448.0, 448.0 * 1e-2) << "call " << call;
+  }
+  EXPECT_NE(scales[0].k, scales[1].k) << "calls got one scale: not taken per call";
+}
+
+// Static scales small enough that the largest keys and values saturate at ±448.
+TEST_P(MlaStepFp8, StaticScalesAreUsedAsGivenAndSaturate) {
+  Step s = make_step({4, 6, 2}, {30, 0, 71}, 16);
+  const MlaStepPlan step = plan(s, 40);
+  std::vector<KvScales> scales;
+  EXPECT_TRUE(fp8_step_matches(s, step, 0.004f, 0.003f, scales));
+  for (const KvScales& call : scales) {
+    EXPECT_EQ(call.k, 0.004f);
+    EXPECT_EQ(call.v, 0.003f);
+  }
+  bool saturated = false;
+  for (const KvScales& ratio : largest_ratio_) saturated = saturated || ratio.k > 448.0f || ratio.v > 448.0f;
+  EXPECT_TRUE(saturated) << "no key or value reached the saturation the test is for";
+}
+
+TEST_P(MlaStepFp8, BadFp8ArgumentsAreClearErrors) {
+  Step s = make_step({3}, {20}, 16);
+  quantise_q(s);
+  const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+  const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+  const DeviceTensor out = upload(queue_, HostTensor(compute_dtype(), {3, heads(), v_dim()}));
+  MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
+  const auto message = [&](const MlaStepInputs& inputs) {
+    return invalid_argument_message([&] {
+      run_mla_prefill(*backend_, queue_, plan(s, 64), inputs, {out.view, {}}, {}, scale_);
+    });
+  };
+  EXPECT_EQ(message(in), "no error");
+  MlaStepInputs bad = in;
+  bad.k_scale = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(message(bad).find("k_scale must be a finite positive number"), std::string::npos) << message(bad);
+  bad = in;
+  bad.v_scale = -1.0f;
+  EXPECT_NE(message(bad).find("v_scale must be a finite positive number"), std::string::npos);
+  bad = in;
+  bad.q_descale = 0.0f;
+  EXPECT_NE(message(bad).find("q descale must be a finite positive number"), std::string::npos) << message(bad);
+  bad = in;
+  HostTensor unquantised(compute_dtype(), {3, heads(), p() + r()});
+  unquantised.fill_random(rng_, -1.0f, 1.0f);
+  const DeviceTensor q_compute = upload(queue_, unquantised);
+  bad.q = q_compute.view;
+  EXPECT_NE(message(bad).find("q must be float8_e4m3"), std::string::npos) << message(bad);
+  BackendParams without_out = params_;
+  without_out.out_dtype = std::nullopt;
+  const std::string planned = invalid_argument_message([&] { plan_mla_prefill(without_out, s.metadata, 16, 64); });
+  EXPECT_NE(planned.find("the FP8 attention mode (dtype float8_e4m3) needs out_dtype float16 or bfloat16"),
+            std::string::npos)
+      << planned;
+}
+
+// The FP8 mode's arguments on a plan without it are refused.
+TEST_P(MlaStep, Fp8ArgumentsNeedTheFp8Mode) {
+  Step s = make_step({3}, {20}, 16);
+  const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
+  const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
+  const DeviceTensor out = upload(queue_, HostTensor(dtype(), {3, heads(), v_dim()}));
+  MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, w.view};
+  in.k_scale = 0.5f;
+  const std::string refused = invalid_argument_message([&] {
+    run_mla_prefill(*backend_, queue_, plan(s, 64), in, {out.view, {}}, {}, scale_);
+  });
+  EXPECT_NE(refused.find("q_descale, k_scale, v_scale and kv_scales are for the FP8 attention mode"), std::string::npos)
+      << refused;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, MlaStepFp8,
+                         ::testing::Values(ConformanceShape{DType::float8_e4m3, deepseek_dims, 2, DType::bfloat16},
+                                           ConformanceShape{DType::float8_e4m3, {64, 64, 128}, 3, DType::float16}),
+                         shape_name);
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaStep,
                          ::testing::Values(ConformanceShape{DType::float32, deepseek_dims, 2},

@@ -282,7 +282,7 @@ TEST(ToolBench, BadShapeOptionsAreOneClearError) {
   expect_one_error_line(run_tool({"bench", "--dims", "192,64"}), {"--dims must be three positive integers"});
   expect_one_error_line(run_tool({"bench", "--dtype", "int8"}), {"--dtype must be bf16, fp16, fp32 or fp8", "'int8'"});
   expect_one_error_line(run_tool({"bench", "--step", "--dtype", "fp8"}),
-                        {"--dtype fp8 times attention alone: the MLA step (--step) takes no float8_e4m3"});
+                        {"--dtype fp8 times attention alone: --step does not time the MLA step's FP8"});
 }
 
 // --dtype fp8: random data quantised to e4m3 with per-tensor descales from

@@ -93,11 +93,30 @@ struct MlaStepInputs {
   // values with no scale: a block-scaled fp8 checkpoint's kv_b_proj must be
   // dequantised (times its scales) before it comes here.
   TensorView kv_b_proj;
+  // The FP8 attention mode only (a plan whose attention_dtype is
+  // float8_e4m3; docs/contract.md §4): q holds e4m3 bytes with this
+  // descale, and the projected keys and values are divided by k_scale and
+  // v_scale (vLLM's static k_scale and v_scale) and rounded to e4m3,
+  // saturating, before attention. An absent scale is taken for each
+  // attention call as the largest magnitude of its keys (values) / 448.
+  Descale q_descale = 1.0f;
+  std::optional<float> k_scale = std::nullopt;
+  std::optional<float> v_scale = std::nullopt;
+};
+
+// The scales the FP8 attention mode quantised one attention call's keys and
+// values with (their descales in that call).
+struct KvScales {
+  float k = 1.0f;
+  float v = 1.0f;
 };
 
 struct MlaStepOutputs {
   TensorView out;  // [Nq, H, V] in the plan's dtype (float8_e4m3 with an out_scale)
   TensorView lse;  // [H, Nq] float32; empty view: not wanted
+  // The FP8 attention mode: when set, receives the scales of each attention
+  // call, the new tokens' first, then one per context chunk.
+  std::vector<KvScales>* kv_scales = nullptr;
 };
 
 // A step's workspace (mla/backend.hpp's Workspace): MlaStepPlan::workspace_bytes
@@ -120,9 +139,13 @@ struct MlaStepPlan {
   // The model's and the cache's sizes.
   int num_heads = 0;
   MlaDims dims = deepseek_dims;
-  DType dtype = DType::bfloat16;  // q, kv_c, k_pe, keys and values; the cache unless fp8
-  int kv_lora_rank = 0;           // L: latent values per token
-  int block_size = 0;             // tokens per cache block
+  DType dtype = DType::bfloat16;  // kv_c, k_pe, the projected keys and values, out; q and the cache unless fp8
+  // What attention reads: `dtype`, or float8_e4m3 in the FP8 attention mode
+  // (a backend built with dtype float8_e4m3 and out_dtype `dtype`): q, and
+  // the projected keys and values quantised (MlaStepInputs::k_scale).
+  DType attention_dtype = DType::bfloat16;
+  int kv_lora_rank = 0;  // L: latent values per token
+  int block_size = 0;    // tokens per cache block
   // The step.
   int batch_size = 0;
   std::int64_t num_q_tokens = 0;
@@ -156,7 +179,8 @@ struct MlaStepPlan {
 };
 
 // Plans a step for a backend built with `params` (heads, dims, dtype and
-// kv_lora_rank come from there) over a cache of `block_size` tokens per
+// kv_lora_rank come from there; dtype float8_e4m3 with out_dtype float16 or
+// bfloat16 plans the FP8 attention mode) over a cache of `block_size` tokens per
 // block, gathering at most `workspace_tokens` context tokens at a time
 // (plan_context_chunks: vLLM's plan). Checks the metadata and raises
 // Error(invalid_argument) naming the culprit: cu_seqlens, a context longer

@@ -113,7 +113,8 @@ void check_no_overlap(const MlaStepInputs& inputs, const MlaStepOutputs& outputs
                     {"kv_c", inputs.kv_c},
                     {"k_pe", inputs.k_pe},
                     {"cache", inputs.cache},
-                    {"kv_b_proj", inputs.kv_b_proj}});
+                    {"kv_b_proj", inputs.kv_b_proj},
+                    {"q descale", inputs.q_descale.values}});
 }
 
 }  // namespace mla::detail

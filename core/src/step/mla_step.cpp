@@ -4,6 +4,7 @@
 #include "mla/mla_step.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,10 +77,13 @@ BackendParams plan_params(const MlaStepPlan& plan) {
   BackendParams params;
   params.num_heads = plan.num_heads;
   params.dims = plan.dims;
-  params.dtype = plan.dtype;
+  params.dtype = plan.attention_dtype;
+  if (plan.attention_dtype != plan.dtype) params.out_dtype = plan.dtype;
   params.kv_lora_rank = plan.kv_lora_rank;
   return params;
 }
+
+bool fp8_mode(const MlaStepPlan& plan) { return plan.attention_dtype == DType::float8_e4m3; }
 
 // The step's workspace, in order. Keys and values of the new tokens and of
 // each chunk share rows: on a queue, each chunk's gather runs after the
@@ -89,6 +93,7 @@ struct StepWorkspace {
   Workspace attention;            // the attention plan's: its words and split-KV partials
   std::int64_t* slots = nullptr;  // the plan's slots
   TensorView latents, k, v;
+  TensorView k8, v8;              // the FP8 attention mode: k and v quantised
   Partial prefix, first, second;  // with context chunks: a chunk's result and the running one's two buffers
 
   StepWorkspace(WorkspaceCursor& cursor, const MlaStepPlan& plan) {
@@ -103,6 +108,10 @@ struct StepWorkspace {
     latents = cursor.view(DType::float32, {rows, plan.kv_lora_rank});
     k = cursor.view(plan.dtype, {rows, heads, d.qk_head_dim()});
     v = cursor.view(plan.dtype, {rows, heads, d.v_head_dim});
+    if (fp8_mode(plan)) {
+      k8 = cursor.view(DType::float8_e4m3, {rows, heads, d.qk_head_dim()});
+      v8 = cursor.view(DType::float8_e4m3, {rows, heads, d.v_head_dim});
+    }
     if (plan.context.chunks.empty()) return;
     for (Partial* partial : {&prefix, &first, &second}) {
       partial->out = cursor.view(plan.dtype, {nq, heads, d.v_head_dim});
@@ -123,6 +132,67 @@ void fill(const PrefillBackend& backend, Queue& queue, const StepWorkspace& w, c
   clock.done(&MlaStepPhases::gather_ms);
   backend.project_latents(queue, x, kv_b_proj, keys, rows(w.v, gather.tokens));
   clock.done(&MlaStepPhases::projection_ms);
+}
+
+// The largest magnitude of a [tokens, heads, dim] view of host memory.
+float largest_magnitude(const TensorView& view) {
+  float largest = 0.0f;
+  for (std::int64_t t = 0; t < view.size(0); ++t)
+    for (std::int64_t h = 0; h < view.size(1); ++h)
+      for (std::int64_t d = 0; d < view.size(2); ++d)
+        largest = std::max(largest, std::fabs(load_as_float(view.data, view.dtype, view.offset(t, h, d))));
+  return largest;
+}
+
+// to[i] = e4m3(from[i] / scale), saturating (docs/contract.md §4's conversion).
+void quantise(const TensorView& from, const TensorView& to, float scale) {
+  for (std::int64_t t = 0; t < from.size(0); ++t)
+    for (std::int64_t h = 0; h < from.size(1); ++h)
+      for (std::int64_t d = 0; d < from.size(2); ++d) {
+        const float value = load_as_float(from.data, from.dtype, from.offset(t, h, d));
+        store_from_float(to.data, DType::float8_e4m3, to.offset(t, h, d), value / scale);
+      }
+}
+
+// The FP8 attention mode: the first `tokens` projected keys and values
+// quantised into the fp8 rows with the caller's static scales or, absent,
+// amax / 448 of these rows (1 for all-zero rows). The rows are read on the
+// host: only the host backends take fp8 attention inputs, so the queue is
+// the host queue and its work is done.
+KvScales quantise_rows(const Queue& queue, const StepWorkspace& w, std::int64_t tokens, const MlaStepInputs& inputs,
+                       const MlaStepOutputs& outputs) {
+  if (queue.backend() != DeviceBackend::host) {
+    raise(ErrorCategory::not_supported,
+          "run_mla_prefill: the FP8 attention mode quantises its keys and values on the host queue; got " +
+              queue.describe());
+  }
+  constexpr float e4m3_largest = 448.0f;
+  const TensorView k = rows(w.k, tokens), v = rows(w.v, tokens);
+  const auto scale_of = [](const std::optional<float>& given, const TensorView& values) {
+    if (given) return *given;
+    const float largest = largest_magnitude(values);
+    return largest > 0.0f ? largest / e4m3_largest : 1.0f;
+  };
+  const KvScales scales{scale_of(inputs.k_scale, k), scale_of(inputs.v_scale, v)};
+  quantise(k, rows(w.k8, tokens), scales.k);
+  quantise(v, rows(w.v8, tokens), scales.v);
+  if (outputs.kv_scales != nullptr) outputs.kv_scales->push_back(scales);
+  return scales;
+}
+
+// The attention operands of `tokens` rows of the workspace: the projected
+// keys and values, or in the FP8 attention mode their quantised copies and
+// the descales of the call.
+struct AttentionOperands {
+  TensorView k, v;
+  std::optional<InputDescales> descales;
+};
+
+AttentionOperands attention_operands(const Queue& queue, const MlaStepPlan& plan, const StepWorkspace& w,
+                                     std::int64_t tokens, const MlaStepInputs& inputs, const MlaStepOutputs& outputs) {
+  if (!fp8_mode(plan)) return {rows(w.k, tokens), rows(w.v, tokens), std::nullopt};
+  const KvScales scales = quantise_rows(queue, w, tokens, inputs, outputs);
+  return {rows(w.k8, tokens), rows(w.v8, tokens), InputDescales{inputs.q_descale, scales.k, scales.v}};
 }
 
 // The cache slot of every context token of every chunk, chunk after chunk.
@@ -152,9 +222,14 @@ void check_plan_params(const BackendParams& params, int block_size) {
     bad("MLA dims must be positive, got " + to_string(d));
   }
   if (params.kv_lora_rank < 1) bad("kv_lora_rank must be positive, got " + std::to_string(params.kv_lora_rank));
-  if (params.dtype == DType::float8_e4m3) {
-    bad("the MLA step takes no float8_e4m3 attention inputs yet; its cache and output may be float8_e4m3 "
-        "(run_new_tokens and run_context_chunk take float8_e4m3 q, k and v)");
+  if (params.dtype == DType::float8_e4m3 &&
+      !(params.out_dtype && (*params.out_dtype == DType::float16 || *params.out_dtype == DType::bfloat16))) {
+    bad("the FP8 attention mode (dtype float8_e4m3) needs out_dtype float16 or bfloat16, the dtype of its latents, "
+        "projection and output; got " +
+        (params.out_dtype ? std::string(dtype_name(*params.out_dtype)) : std::string("none")));
+  }
+  if (params.dtype != DType::float8_e4m3 && params.output_dtype() != params.dtype) {
+    bad("out_dtype may differ from dtype only in the FP8 attention mode (dtype float8_e4m3)");
   }
   if (block_size < 1) bad("block_size must be at least 1, got " + std::to_string(block_size));
 }
@@ -167,7 +242,8 @@ MlaStepPlan plan_mla_prefill(const BackendParams& params, const MlaStepMetadata&
   MlaStepPlan plan;
   plan.num_heads = params.num_heads;
   plan.dims = params.dims;
-  plan.dtype = params.dtype;
+  plan.dtype = params.output_dtype();
+  plan.attention_dtype = params.dtype;
   plan.kv_lora_rank = params.kv_lora_rank;
   plan.block_size = block_size;
   plan.largest_block = detail::check_step_metadata(metadata, block_size);
@@ -271,12 +347,12 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
   fresh_rows.k_pe = inputs.k_pe;
   fresh_rows.tokens = plan.num_q_tokens;
   fill(backend, queue, w, fresh_rows, inputs.kv_b_proj, clock);
-  const TensorView k_new = rows(w.k, plan.num_q_tokens);
-  const TensorView v_new = rows(w.v, plan.num_q_tokens);
+  if (outputs.kv_scales != nullptr) outputs.kv_scales->clear();
+  const AttentionOperands fresh = attention_operands(queue, plan, w, plan.num_q_tokens, inputs, outputs);
   const bool want_lse = !outputs.lse.empty_view();
   if (plan.context.chunks.empty()) {
-    backend.run_new_tokens(queue, attention, w.attention, inputs.q, k_new, v_new, scale, want_lse, outputs.out,
-                           out_scale, want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt);
+    backend.run_new_tokens(queue, attention, w.attention, inputs.q, fresh.k, fresh.v, scale, want_lse, outputs.out,
+                           out_scale, want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt, fresh.descales);
     clock.done(&MlaStepPhases::attention_ms);
     clock.finish();
     return;
@@ -284,8 +360,8 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
 
   // The running result moves between two partials; the last merge writes
   // the caller's out and lse.
-  backend.run_new_tokens(queue, attention, w.attention, inputs.q, k_new, v_new, scale, true, w.first.out, std::nullopt,
-                         w.first.lse);
+  backend.run_new_tokens(queue, attention, w.attention, inputs.q, fresh.k, fresh.v, scale, true, w.first.out,
+                         std::nullopt, w.first.lse, fresh.descales);
   clock.done(&MlaStepPhases::attention_ms);
   const Partial* running = &w.first;
   const Partial* spare = &w.second;
@@ -298,8 +374,9 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
     cached.tokens = tokens;
     cached.scale = inputs.cache.dtype == DType::float8_e4m3 ? inputs.cache_scale : 1.0f;
     fill(backend, queue, w, cached, inputs.kv_b_proj, clock);
-    backend.run_context_chunk(queue, attention, w.attention, static_cast<int>(c), inputs.q, rows(w.k, tokens),
-                              rows(w.v, tokens), scale, w.prefix.out, w.prefix.lse);
+    const AttentionOperands context = attention_operands(queue, plan, w, tokens, inputs, outputs);
+    backend.run_context_chunk(queue, attention, w.attention, static_cast<int>(c), inputs.q, context.k, context.v, scale,
+                              w.prefix.out, w.prefix.lse, context.descales);
     clock.done(&MlaStepPhases::attention_ms);
     const bool last = c + 1 == plan.num_chunks();
     MergeArgs merge;

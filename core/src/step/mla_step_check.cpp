@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "mla/backend/checks.hpp"
 #include "mla/error.hpp"
@@ -53,8 +54,11 @@ void check_backend(const MlaStepPlan& plan, const BackendParams& backend) {
     differs("num_heads", std::to_string(backend.num_heads), std::to_string(plan.num_heads));
   }
   if (backend.dims != plan.dims) differs("dims", to_string(backend.dims), to_string(plan.dims));
-  if (backend.dtype != plan.dtype) {
-    differs("dtype", std::string(dtype_name(backend.dtype)), std::string(dtype_name(plan.dtype)));
+  if (backend.dtype != plan.attention_dtype) {
+    differs("dtype", std::string(dtype_name(backend.dtype)), std::string(dtype_name(plan.attention_dtype)));
+  }
+  if (backend.output_dtype() != plan.dtype) {
+    differs("output dtype", std::string(dtype_name(backend.output_dtype())), std::string(dtype_name(plan.dtype)));
   }
   if (backend.kv_lora_rank != plan.kv_lora_rank) {
     differs("kv_lora_rank", std::to_string(backend.kv_lora_rank), std::to_string(plan.kv_lora_rank));
@@ -111,7 +115,18 @@ void check_mla_step(const MlaStepPlan& plan, const BackendParams& backend, const
              {{heads * (p + v), "num_heads x (qk_nope_head_dim + v_head_dim)"}, {latent, "kv_lora_rank"}});
   check_view(inputs.q, "q", 3);
   check_dims(inputs.q, "q", {{nq, "token count"}, {heads, "num_heads"}, {p + r, "qk_head_dim"}});
-  check_dtype(inputs.q, "q", plan.dtype);
+  check_dtype(inputs.q, "q", plan.attention_dtype);
+  const bool fp8 = plan.attention_dtype == DType::float8_e4m3;
+  const bool fp8_arguments = inputs.q_descale.is_tensor() || inputs.q_descale.value != 1.0f || inputs.k_scale ||
+                             inputs.v_scale || outputs.kv_scales != nullptr;
+  if (!fp8 && fp8_arguments) {
+    bad("q_descale, k_scale, v_scale and kv_scales are for the FP8 attention mode; the plan's attention dtype is " +
+        std::string(dtype_name(plan.attention_dtype)));
+  }
+  for (const auto& [scale, name] : {std::pair{inputs.k_scale, "k_scale"}, std::pair{inputs.v_scale, "v_scale"}}) {
+    if (scale && !(std::isfinite(*scale) && *scale > 0.0f))
+      bad(std::string(name) + " must be a finite positive number, got " + std::to_string(*scale));
+  }
   check_view(inputs.kv_c, "kv_c", 2);
   check_dims(inputs.kv_c, "kv_c", {{nq, "token count"}, {latent, "kv_lora_rank"}});
   check_dtype(inputs.kv_c, "kv_c", plan.dtype);
