@@ -139,7 +139,7 @@ def _refuse_static_descale(static_descale, layer_name):
     shape = tuple(getattr(static_descale, "shape", ()))
     raise mlaprefill.NotSupported(
         f"static_descale {shape} given for layer {layer_name!r}: vLLM asks for FP8 prefill attention with static "
-        f"scales; FP8 inputs are not supported yet (mlaprefill computes in the model's dtype)")
+        f"scales; this adapter takes FP8 inputs only as vLLM casts them, without scales (descales of 1)")
 
 
 _selector = None
@@ -231,17 +231,26 @@ class _Adapter:
                               qk_nope_head_dim=self.qk_nope_head_dim, qk_rope_head_dim=self.qk_rope_head_dim,
                               v_head_dim=self.v_head_dim, vllm_config=self.vllm_config)
 
-    def _add_backends(self, dtype):
+    def _add_backends(self, dtype, output_dtype=None):
+        """The pair of library backends for q's `dtype`. vLLM's FP8 prefill
+        casts q, k and v to e4m3 without scales and wants the output in
+        `output_dtype` (the model's dtype unless vLLM names it): a float8
+        q_data_type gets backends for e4m3 inputs writing that dtype."""
         name = _tensors.dtype_name(dtype)
         if name not in self._backends:
             dims = (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim)
             selector = _shared_selector()
             selection = selector.select(name, dims)
+            out_dtype = None
+            if name == "float8_e4m3":
+                model_config = getattr(self.vllm_config, "model_config", None)
+                model_dtype = getattr(model_config, "dtype", None) or torch.get_default_dtype()
+                out_dtype = _tensors.dtype_name(output_dtype if output_dtype is not None else model_dtype)
             # On the worker's own GPU: vLLM runs local rank r on cuda:r.
             device = torch.cuda.current_device() if torch.cuda.is_available() else 0
             self._backends[name] = tuple(
                 selector.create(selection, self.num_heads, scale=self.scale, kv_lora_rank=self.kv_lora_rank,
-                                device=device)
+                                device=device, out_dtype=out_dtype)
                 for _ in range(2))
         return self._backends[name]
 
@@ -269,7 +278,7 @@ class _Adapter:
         self._prefill_metadata = prefill_metadata
         q_data_type = getattr(prefill_metadata, "q_data_type", None)
         if q_data_type is not None:
-            self._add_backends(q_data_type)
+            self._add_backends(q_data_type, getattr(prefill_metadata, "output_dtype", None))
         query_lens = getattr(prefill_metadata, "query_lens_cpu", None)
         if query_lens is not None:
             query_lens = query_lens.tolist()

@@ -50,9 +50,8 @@ std::int64_t total(const std::vector<int>& lens) {
   return sum;
 }
 
-// Keys of one sequence per chunk, then its new tokens, concatenated in that
-// order into [sum, H, dim]: the operand of a single causal pass that must
-// equal the chunked step (bottom-right alignment puts the context in view).
+}  // namespace
+
 HostTensor concat_context(DType dtype, const std::vector<const HostTensor*>& parts,
                           const std::vector<std::vector<int>>& part_lens, std::vector<int>& full_lens) {
   const std::size_t batch = part_lens.front().size();
@@ -73,8 +72,6 @@ HostTensor concat_context(DType dtype, const std::vector<const HostTensor*>& par
   }
   return full;
 }
-
-}  // namespace
 
 std::string shape_name(const ::testing::TestParamInfo<ConformanceShape>& info) {
   const ConformanceShape& s = info.param;

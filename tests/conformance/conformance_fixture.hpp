@@ -37,6 +37,14 @@ void PrintTo(const ConformanceShape& shape, std::ostream* os);
 // "bfloat16_128x64x128_h4", "float8_e4m3_to_bfloat16_128x64x128_h4", for test names.
 std::string shape_name(const ::testing::TestParamInfo<ConformanceShape>& info);
 
+// Keys (or values) of one sequence per part, part after part, then the
+// next sequence, into [sum, H, dim]: the operand of a single causal pass
+// that must equal a chunked step whose parts are the chunks and then the
+// new tokens (bottom-right alignment puts the context in view).
+// `full_lens` receives each sequence's total.
+HostTensor concat_context(DType dtype, const std::vector<const HostTensor*>& parts,
+                          const std::vector<std::vector<int>>& part_lens, std::vector<int>& full_lens);
+
 // q, k, v on the host and their copies on the queue under test.
 struct Operands {
   HostTensor q, k, v;  // [Nq, H, dqk], [Nk, H, dqk], [Nk, H, V]

@@ -248,25 +248,12 @@ TEST_P(Fp8Inputs, ChunkedStepEqualsSinglePass) {
   const AttentionResult result = run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view,
                                                   chunk_k, chunk_v, scale_, per_head_on_queue());
   // The single pass: each sequence's chunk keys, then its new keys.
-  std::vector<int> full_lens(q_lens.size(), 0);
-  for (std::size_t b = 0; b < q_lens.size(); ++b) full_lens[b] = chunk_lens[0][b] + chunk_lens[1][b] + q_lens[b];
-  HostTensor full_k(DType::float8_e4m3, {total(full_lens), heads(), qk_dim()});
-  HostTensor full_v(DType::float8_e4m3, {total(full_lens), heads(), v_dim()});
-  std::int64_t row = 0;
-  std::vector<std::int64_t> starts0 = offsets_of(chunk_lens[0]), starts1 = offsets_of(chunk_lens[1]),
-                            starts_new = offsets_of(q_lens);
-  auto copy_rows = [&](const Operands& from, std::int64_t first, std::int64_t end) {
-    for (std::int64_t t = first; t < end; ++t, ++row)
-      for (std::int64_t h = 0; h < heads(); ++h) {
-        for (std::int64_t d = 0; d < qk_dim(); ++d) full_k.set(from.k.at(t, h, d), row, h, d);
-        for (std::int64_t d = 0; d < v_dim(); ++d) full_v.set(from.v.at(t, h, d), row, h, d);
-      }
-  };
-  for (std::size_t b = 0; b < q_lens.size(); ++b) {
-    copy_rows(chunks[0], starts0[b], starts0[b + 1]);
-    copy_rows(chunks[1], starts1[b], starts1[b + 1]);
-    copy_rows(ops, starts_new[b], starts_new[b + 1]);
-  }
+  std::vector<int> full_lens;
+  const std::vector<std::vector<int>> part_lens{chunk_lens[0], chunk_lens[1], q_lens};
+  const HostTensor full_k =
+      concat_context(DType::float8_e4m3, {&chunks[0].k, &chunks[1].k, &ops.k}, part_lens, full_lens);
+  const HostTensor full_v =
+      concat_context(DType::float8_e4m3, {&chunks[0].v, &chunks[1].v, &ops.v}, part_lens, full_lens);
   reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, full_lens));
   const InputDescales host{on_host(q_heads()), on_host(k_heads()), on_host(v_heads())};
   const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), scale_,

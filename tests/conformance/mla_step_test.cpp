@@ -211,18 +211,37 @@ class MlaStep : public Conformance {
   ::testing::AssertionResult matches_oracle(Step& s, std::int64_t workspace) {
     return matches_oracle(s, plan(s, workspace), "workspace " + std::to_string(workspace));
   }
-  ::testing::AssertionResult matches_oracle(Step& s, const MlaStepPlan& plan, const std::string& what) {
+  // The step on the backend under test, everything on its queue and the
+  // outputs starting as NaN poison: out and lse copied back. The FP8
+  // attention mode's inputs come from `fp8_inputs` and its reported scales
+  // go to `scales`.
+  struct StepResult {
+    HostTensor out, lse;
+  };
+  StepResult run_step(const Step& s, const MlaStepPlan& plan, const MlaStepInputs* fp8_inputs = nullptr,
+                      std::vector<KvScales>* scales = nullptr) {
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
-    HostTensor out(compute_dtype(), {nq, heads(), v_dim()});
-    HostTensor lse(DType::float32, {heads(), nq});
-    // Everything on the queue under test; outputs start as NaN poison.
+    StepResult result{HostTensor(compute_dtype(), {nq, heads(), v_dim()}), HostTensor(DType::float32, {heads(), nq})};
     const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
     const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
-    const DeviceTensor d_out = upload(queue_, out), d_lse = upload(queue_, lse);
+    const DeviceTensor d_out = upload(queue_, result.out), d_lse = upload(queue_, result.lse);
     MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
-    run_mla_prefill(*backend_, queue_, plan, in, {d_out.view, d_lse.view}, {}, scale_);
-    download(queue_, d_out, out);
-    download(queue_, d_lse, lse);
+    if (fp8_inputs != nullptr) {
+      in.q_descale = fp8_inputs->q_descale;
+      in.k_scale = fp8_inputs->k_scale;
+      in.v_scale = fp8_inputs->v_scale;
+    }
+    run_mla_prefill(*backend_, queue_, plan, in, {d_out.view, d_lse.view, scales}, {}, scale_);
+    download(queue_, d_out, result.out);
+    download(queue_, d_lse, result.lse);
+    return result;
+  }
+
+  ::testing::AssertionResult matches_oracle(Step& s, const MlaStepPlan& plan, const std::string& what) {
+    const std::int64_t nq = s.metadata.cu_seqlens_q.back();
+    const StepResult result = run_step(s, plan);
+    const HostTensor& out = result.out;
+    const HostTensor& lse = result.lse;
     std::vector<double> want_out, want_lse;
     oracle(s, want_out, want_lse);
     double err = 0, norm = 0, lse_err = 0;
@@ -678,20 +697,14 @@ class MlaStepFp8 : public MlaStep {
                                               std::optional<float> v_scale, std::vector<KvScales>& scales) {
     const double q_descale = quantise_q(s);
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
-    HostTensor out(compute_dtype(), {nq, heads(), v_dim()});
-    HostTensor lse(DType::float32, {heads(), nq});
-    const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
-    const DeviceTensor cache = upload(queue_, s.cache), w = upload(queue_, s.w);
-    const DeviceTensor d_out = upload(queue_, out), d_lse = upload(queue_, lse);
-    MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, s.cache_scale, w.view};
-    in.q_descale = static_cast<float>(q_descale);
-    in.k_scale = k_scale;
-    in.v_scale = v_scale;
+    MlaStepInputs fp8_inputs;
+    fp8_inputs.q_descale = static_cast<float>(q_descale);
+    fp8_inputs.k_scale = k_scale;
+    fp8_inputs.v_scale = v_scale;
     scales.assign(1, KvScales{-1.0f, -1.0f});  // the step clears what it is handed
-    MlaStepOutputs outputs{d_out.view, d_lse.view, &scales};
-    run_mla_prefill(*backend_, queue_, plan, in, outputs, {}, scale_);
-    download(queue_, d_out, out);
-    download(queue_, d_lse, lse);
+    const StepResult result = run_step(s, plan, &fp8_inputs, &scales);
+    const HostTensor& out = result.out;
+    const HostTensor& lse = result.lse;
     if (scales.size() != 1 + plan.num_chunks()) {
       return ::testing::AssertionFailure()
              << scales.size() << " scales reported for " << 1 + plan.num_chunks() << " attention calls";

@@ -55,7 +55,7 @@ def test_static_scales_are_refused_before_anything_is_written():
     out = torch.full((q.shape[0], HEADS, V), float("nan"), dtype=step.dtype)
     amax = torch.zeros(3, HEADS)
     descale = torch.ones(3, HEADS)
-    with pytest.raises(mlaprefill.NotSupported, match=r"static_descale.*layers\.3\.attn.*FP8 inputs are not supported"):
+    with pytest.raises(mlaprefill.NotSupported, match=r"static_descale.*layers\.3\.attn.*FP8 inputs only as vLLM casts"):
         backend.run_prefill_context_chunk(chunk=chunk, q=q, k=k, v=v, out=out, layer_name="layers.3.attn",
                                           calibration_amax=amax, static_descale=descale, calibration_armed=True)
     assert torch.isnan(out).all()
@@ -63,3 +63,36 @@ def test_static_scales_are_refused_before_anything_is_written():
     # The refusal leaves the step as prepared: the same chunk runs afterwards.
     got, _ = backend.run_prefill_context_chunk(chunk=chunk, q=q, k=k, v=v, out=out)
     assert got is out and not torch.isnan(out).any()
+
+
+def test_fp8_inputs_as_vllms_fp8_prefill_casts_them():
+    """vLLM's FP8 prefill (q_data_type float8_e4m3fn): q, k and v cast to e4m3
+    without scales; the output in the metadata's output_dtype. Host backends
+    take it (docs/contract.md §4), against the fp64 attention of the bytes'
+    values."""
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if fp8 is None:
+        pytest.skip("this PyTorch has no float8_e4m3fn")
+    step = Step([5, 3, 7], [40, 24, 21])
+    backend = new_backend(adapter.MlaPrefillBackend)
+    metadata = step.metadata(backend)
+    metadata.q_data_type = fp8
+    backend.prepare_metadata(metadata)
+    gen = torch.Generator().manual_seed(3)
+    n = step.q.shape[0]
+    q = step.q.to(fp8)
+    k = torch.randn(n, HEADS, NOPE + ROPE, generator=gen).to(fp8)
+    v = torch.randn(n, HEADS, V, generator=gen).to(fp8)
+    out, lse = backend.run_prefill_new_tokens(q, k, v, return_softmax_lse=True)
+    assert out.dtype == step.dtype
+    cu = step.query_start_loc.tolist()
+    expected, expected_lse = reference(q.float(), k.float(), v.float(), cu, cu, SCALE, causal=True)
+    assert (out.double() - expected).abs().max() < TOLERANCE
+    assert (lse.double() - expected_lse).abs().max() < 1e-3
+    chunk = metadata.chunked_context.chunks[0]
+    ck = torch.randn(chunk.num_context_tokens, HEADS, NOPE + ROPE, generator=gen).to(fp8)
+    cv = torch.randn(chunk.num_context_tokens, HEADS, V, generator=gen).to(fp8)
+    chunk_out, _ = backend.run_prefill_context_chunk(chunk=chunk, q=q[chunk.token_slice], k=ck, v=cv)
+    expected, _ = reference(q[chunk.token_slice].float(), ck.float(), cv.float(), chunk.query_start_loc.tolist(),
+                            chunk.cu_seq_lens.tolist(), SCALE, causal=False)
+    assert chunk_out.dtype == step.dtype and (chunk_out.double() - expected).abs().max() < TOLERANCE
