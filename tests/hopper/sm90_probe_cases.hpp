@@ -30,7 +30,7 @@ struct ProbeCase {
   std::string name;
   Params params;
   unsigned threads = 128;
-  std::vector<std::uint16_t> a, b;  // global inputs, bf16 bits
+  std::vector<std::uint16_t> a, b;  // global inputs: bf16 bits, or e4m3 bytes two to an entry (fp8 probes)
   std::vector<std::uint32_t> a_frag;
   std::size_t out_bytes = 0;
   MapSpec maps[3];
@@ -56,10 +56,10 @@ inline std::vector<std::uint16_t> random_values(std::size_t count, unsigned seed
 
 inline cuda_flash::sm90::TensorMapSpec spec(int rank, std::vector<std::uint64_t> dims,
                                             std::vector<std::uint64_t> strides, std::vector<std::uint32_t> box,
-                                            int swizzle) {
+                                            int swizzle, int element_bytes = 2) {
   cuda_flash::sm90::TensorMapSpec s;
   s.rank = rank;
-  s.element_bytes = 2;
+  s.element_bytes = element_bytes;
   for (int i = 0; i < rank; ++i) {
     s.dims[i] = dims[static_cast<std::size_t>(i)];
     s.box[i] = box[static_cast<std::size_t>(i)];
@@ -72,7 +72,7 @@ inline cuda_flash::sm90::TensorMapSpec spec(int rank, std::vector<std::uint64_t>
 inline int encoding(unsigned span) { return span == 128 ? 1 : span == 64 ? 2 : span == 32 ? 3 : 0; }
 
 inline std::size_t box_bytes(const cuda_flash::sm90::TensorMapSpec& s) {
-  std::size_t bytes = 2;
+  std::size_t bytes = static_cast<std::size_t>(s.element_bytes);
   for (int i = 0; i < s.rank; ++i) bytes *= s.box[i];
   return bytes;
 }
@@ -81,31 +81,115 @@ inline void put_u32(std::vector<unsigned char>& bytes, std::size_t word, std::ui
   std::memcpy(bytes.data() + word * 4, &value, 4);
 }
 
-// A K-major operand of `rows` (64) rows and `k` columns in the canonical
-// layout for `span`, loaded by one TMA box: its map, LBO, SBO and the
-// descriptor advance per 16-wide k block.
+// A K-major operand of `rows` (64) rows and `k` columns of `element_bytes`
+// each in the canonical layout for `span`, loaded by one TMA box: its map,
+// LBO, SBO and the descriptor advance per k block (32 bytes: 16 bf16 or 32
+// e4m3, one wgmma's k). The layouts are the same in bytes for both types.
 struct Operand {
   cuda_flash::sm90::TensorMapSpec spec;
   unsigned lbo = 0, sbo = 0, step = 0;
 };
 
-inline Operand k_major(unsigned span, int rows, int k) {
+inline Operand k_major(unsigned span, int rows, int k, int element_bytes = 2) {
   Operand o;
+  const auto eb = static_cast<std::uint64_t>(element_bytes);
   if (span == 0) {
-    // Core matrices of 8 rows x 16 bytes: [k / 8][row][8].
-    o.spec = spec(3, {8, std::uint64_t(rows), std::uint64_t(k / 8)}, {std::uint64_t(k) * 2, 16},
-                  {8, std::uint32_t(rows), std::uint32_t(k / 8)}, 0);
+    // Core matrices of 8 rows x 16 bytes: [k / per_row][row][per_row].
+    const std::uint64_t per_row = 16 / eb;
+    o.spec = spec(3, {per_row, std::uint64_t(rows), std::uint64_t(k) / per_row}, {std::uint64_t(k) * eb, 16},
+                  {std::uint32_t(per_row), std::uint32_t(rows), std::uint32_t(std::uint64_t(k) / per_row)}, 0,
+                  element_bytes);
     o.lbo = static_cast<unsigned>(rows) * 16;
     o.sbo = 128;
     o.step = 2 * o.lbo;
   } else {
-    o.spec = spec(2, {std::uint64_t(k), std::uint64_t(rows)}, {std::uint64_t(k) * 2},
-                  {std::uint32_t(k), std::uint32_t(rows)}, encoding(span));
+    o.spec = spec(2, {std::uint64_t(k), std::uint64_t(rows)}, {std::uint64_t(k) * eb},
+                  {std::uint32_t(k), std::uint32_t(rows)}, encoding(span), element_bytes);
     o.lbo = 16;  // unused by swizzled K-major layouts
     o.sbo = 8 * span;
     o.step = 32;
   }
   return o;
+}
+
+// Small nonzero integers as e4m3 codes (exact products and sums, as
+// random_values's), two to an entry of the probe's global input.
+inline std::vector<std::uint16_t> random_e4m3_pairs(std::size_t count, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(-4, 4);
+  std::vector<std::uint16_t> pairs(count / 2);
+  for (std::size_t i = 0; i < count; ++i) {
+    int value = 0;
+    while (value == 0) value = dist(gen);
+    const std::uint16_t code = numeric::float_to_fp8_e4m3(static_cast<float>(value));
+    pairs[i / 2] = static_cast<std::uint16_t>(pairs[i / 2] | (code << (8 * (i % 2))));
+  }
+  return pairs;
+}
+
+inline float e4m3_at(const std::vector<std::uint16_t>& pairs, std::size_t i) {
+  return numeric::fp8_e4m3_to_float(static_cast<std::uint8_t>(pairs[i / 2] >> (8 * (i % 2))));
+}
+
+// wgmma m64n64k32 with e4m3 A and B, both K-major (8-bit wgmma takes no
+// MN-major operand), A from shared memory or from registers in the
+// mma.m16n8k32 layout per warp; fp32 accumulators.
+inline ProbeCase wgmma_fp8_case(unsigned span, bool a_in_registers) {
+  ProbeCase c;
+  c.name = std::string(a_in_registers ? "wgmma_rs" : "wgmma_ss") + "_e4m3_swizzle" + std::to_string(span);
+  const int k = span == 0 ? 64 : static_cast<int>(span);  // a row of `span` bytes; two k blocks without swizzle
+  const Operand a = k_major(span, 64, k, 1);
+  const Operand b = k_major(span, 64, k, 1);
+  c.a = random_e4m3_pairs(static_cast<std::size_t>(64 * k), 201 + span);
+  c.b = random_e4m3_pairs(static_cast<std::size_t>(64 * k), 301 + span);
+  Params& p = c.params;
+  p.probe = a_in_registers ? Probe::wgmma_rs : Probe::wgmma_ss;
+  p.fp8 = 1;
+  p.swizzle_a = p.swizzle_b = encoding(span);
+  p.k_blocks = k / 32;
+  p.lbo_a = a.lbo;
+  p.sbo_a = a.sbo;
+  p.a_step = a.step;
+  p.lbo_b = b.lbo;
+  p.sbo_b = b.sbo;
+  p.b_step = b.step;
+  p.a_rank = a.spec.rank;
+  p.b_rank = b.spec.rank;
+  p.box_bytes_a = static_cast<unsigned>(box_bytes(a.spec));
+  p.tx_bytes = static_cast<unsigned>(box_bytes(b.spec)) + (a_in_registers ? 0u : p.box_bytes_a);
+  c.maps[0] = {Buffer::a, 0, a.spec};
+  c.maps[1] = {Buffer::b, 0, b.spec};
+  const auto code_at = [&](const std::vector<std::uint16_t>& pairs, int row, int col) {
+    return static_cast<std::uint32_t>(
+        static_cast<std::uint8_t>(pairs[static_cast<std::size_t>(row * k + col) / 2] >> (8 * ((row * k + col) % 2))));
+  };
+  if (a_in_registers) {
+    c.a_frag.resize(static_cast<std::size_t>(p.k_blocks) * 128 * 4);
+    for (int j = 0; j < p.k_blocks; ++j) {
+      for (int t = 0; t < 128; ++t) {
+        for (int v = 0; v < 16; ++v) {
+          const simt::sm90_layout::Position at = simt::sm90_layout::a_fragment_position_k32(t, v);
+          c.a_frag[static_cast<std::size_t>((j * 128 + t) * 4 + v / 4)] |= code_at(c.a, at.row, 32 * j + at.col)
+                                                                           << (8 * (v % 4));
+        }
+      }
+    }
+  }
+  c.out_bytes = 128 * 32 * 4;
+  c.expected.assign(c.out_bytes, 0);
+  for (int t = 0; t < 128; ++t) {
+    for (int i = 0; i < 32; ++i) {
+      const simt::sm90_layout::Position pos = simt::sm90_layout::accumulator_position(t, i);
+      float sum = 0;
+      for (int kk = 0; kk < k; ++kk)
+        sum += e4m3_at(c.a, static_cast<std::size_t>(pos.row * k + kk)) *
+               e4m3_at(c.b, static_cast<std::size_t>(pos.col * k + kk));
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &sum, 4);
+      put_u32(c.expected, static_cast<std::size_t>(t * 32 + i), bits);
+    }
+  }
+  return c;
 }
 
 // B stored [16 k][n] with n contiguous, in the canonical MN-major layout.
@@ -271,6 +355,9 @@ inline std::vector<ProbeCase> probe_cases() {
   }
   all.push_back(cases::wgmma_case(128, false, true));
   all.push_back(cases::wgmma_case(0, true, true));
+  for (const unsigned span : {0u, 32u, 64u, 128u}) all.push_back(cases::wgmma_fp8_case(span, false));
+  all.push_back(cases::wgmma_fp8_case(128, true));
+  all.push_back(cases::wgmma_fp8_case(0, true));
   all.push_back(cases::tma_box_case(0, 24, 20, 16, 16, 16, 8));
   all.push_back(cases::tma_box_case(128, 72, 10, 64, 8, 64, 4));
   all.push_back(cases::stmatrix_case());

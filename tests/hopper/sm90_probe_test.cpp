@@ -176,6 +176,10 @@ const Broken broken_probes[] = {
      "still reads"},
     {"try_wait_spins_forever", "mbarrier_pingpong", Defect::spin_forever, "spins on mbarrier.try_wait"},
     {"mbarrier_used_before_init", "wgmma_ss_swizzle0_b_k_major", Defect::use_before_init, "never initialised"},
+    {"e4m3_swizzle_mismatch", "wgmma_ss_e4m3_swizzle128", Defect::swizzle_mismatch,
+     "the tensor map and the descriptor disagree"},
+    {"e4m3_accumulators_read_before_wait", "wgmma_rs_e4m3_swizzle0", Defect::accumulators_before_wait,
+     "read before the wgmma.wait_group"},
 };
 
 class BrokenProbes : public ::testing::TestWithParam<Broken> {};
@@ -193,6 +197,19 @@ TEST_P(BrokenProbes, AreReportedWithThreadAndAddress) {
 
 INSTANTIATE_TEST_SUITE_P(Sm90, BrokenProbes, ::testing::ValuesIn(broken_probes),
                          [](const ::testing::TestParamInfo<Broken>& param) { return std::string(param.param.name); });
+
+// The e4m3 probes can tell a wrong 8-bit layout: the same bytes through the
+// bf16 instruction, or an A fragment with two bytes of a register swapped
+// (the byte permute an fp8 P fragment needs), give other sums.
+TEST(Fp8Probes, TellTheBf16InstructionAndAPermutedFragmentApart) {
+  const std::vector<ProbeCase> all = probe_cases();
+  ProbeCase as_bf16 = probe_case(all, "wgmma_ss_e4m3_swizzle128");
+  as_bf16.params.fp8 = 0;
+  EXPECT_NE(run_emulated(as_bf16), as_bf16.expected);
+  ProbeCase permuted = probe_case(all, "wgmma_rs_e4m3_swizzle128");
+  for (std::uint32_t& reg : permuted.a_frag) reg = (reg & 0xffff0000u) | ((reg & 0xffu) << 8) | ((reg >> 8) & 0xffu);
+  EXPECT_NE(run_emulated(permuted), permuted.expected);
+}
 
 // Shared memory aligned to exactly what the launch declares: a 128-byte
 // declaration cannot hold a 128-byte-swizzled tile at offset 0.

@@ -43,15 +43,16 @@ struct Params {
   int swizzle_a = 0;  // descriptor encodings (cuda_flash::sm90::Swizzle)
   int swizzle_b = 0;
   int b_mn_major = 0;
+  int fp8 = 0;  // e4m3 operands (k32 wgmma, K-major only) instead of bf16 (k16)
   int k_blocks = 1;
   unsigned lbo_a = 0, sbo_a = 0, lbo_b = 0, sbo_b = 0;
-  unsigned a_step = 0, b_step = 0;  // descriptor start advance per 16-wide k block, bytes
+  unsigned a_step = 0, b_step = 0;  // descriptor start advance per k block (16 bf16, 32 e4m3), bytes
   int a_rank = 2, b_rank = 2;
   unsigned tx_bytes = 0;
   unsigned box_bytes_a = 0;
   int c0 = 0, c1 = 0;                     // TMA box coordinates (tma_box)
   int rounds = 0;                         // pingpong
-  const std::uint32_t* a_frag = nullptr;  // [k_blocks][128][4] (wgmma_rs), [64][4] (stmatrix)
+  const std::uint32_t* a_frag = nullptr;  // [k_blocks][128][4] (wgmma_rs, either type), [64][4] (stmatrix)
   void* out = nullptr;
   int* counter = nullptr;
 };
@@ -68,7 +69,8 @@ __device__ inline void tma_load(void* dst, const sm90::TensorMap* map, std::uint
   }
 }
 
-template <bool TransB>
+// One k block of wgmma m64n64 on operands of type T (bf16: k16, e4m3: k32).
+template <class T, bool TransB>
 __device__ inline void wgmma_block(float (&d)[32], const Params& p, unsigned char* smem, int j, int tid) {
   const auto swizzle_b = static_cast<sm90::Swizzle>(p.defect == Defect::swizzle_mismatch ? 2 : p.swizzle_b);
   const std::uint64_t b_desc =
@@ -76,11 +78,11 @@ __device__ inline void wgmma_block(float (&d)[32], const Params& p, unsigned cha
   if (p.probe == Probe::wgmma_rs) {
     const std::uint32_t* f = p.a_frag + (j * 128 + tid) * 4;
     const std::uint32_t a[4] = {f[0], f[1], f[2], f[3]};
-    sm90::wgmma_rs<__nv_bfloat16, 64, TransB>(d, a, b_desc, j > 0 ? 1 : 0);
+    sm90::wgmma_rs<T, 64, TransB>(d, a, b_desc, j > 0 ? 1 : 0);
   } else {
     const std::uint64_t a_desc = sm90::make_smem_descriptor(smem + a_tile + static_cast<unsigned>(j) * p.a_step,
                                                             static_cast<sm90::Swizzle>(p.swizzle_a), p.lbo_a, p.sbo_a);
-    sm90::wgmma_ss<__nv_bfloat16, 64, TransB>(d, a_desc, b_desc, j > 0 ? 1 : 0);
+    sm90::wgmma_ss<T, 64, TransB>(d, a_desc, b_desc, j > 0 ? 1 : 0);
   }
 }
 
@@ -109,10 +111,12 @@ __device__ inline void wgmma_probe(const sm90::TensorMap& map_a, const sm90::Ten
   float d[32] = {};
   sm90::wgmma_fence();
   for (int j = 0; j < p.k_blocks; ++j) {
-    if (p.b_mn_major != 0) {
-      wgmma_block<true>(d, p, smem, j, tid);
+    if (p.fp8 != 0) {
+      wgmma_block<__nv_fp8_e4m3, false>(d, p, smem, j, tid);  // 8-bit wgmma takes K-major B only
+    } else if (p.b_mn_major != 0) {
+      wgmma_block<__nv_bfloat16, true>(d, p, smem, j, tid);
     } else {
-      wgmma_block<false>(d, p, smem, j, tid);
+      wgmma_block<__nv_bfloat16, false>(d, p, smem, j, tid);
     }
   }
   sm90::wgmma_commit_group();
