@@ -4,10 +4,11 @@
 //
 //   mla-bench-cpu [--quick | --max-tokens N]   the table (markdown on stdout);
 //                                       --quick: 512 and 1024 only, memory at 1024
-//   mla-bench-cpu --dtypes [--max-tokens N]   KOKKOS alone, fp32 and bf16 on
+//   mla-bench-cpu --dtypes [--max-tokens N]   KOKKOS alone, fp32, bf16 on
 //                                       each of its bf16 paths (MLA_KOKKOS_ISA
-//                                       avx512_bf16 and avx512), errors against
-//                                       fp64 on sampled rows
+//                                       avx512_bf16 and avx512) and e4m3 inputs
+//                                       (bf16 output), errors against fp64 on
+//                                       sampled rows
 //   mla-bench-cpu --memory-child NAME TOKENS   (internal) one run of NAME at
 //                                       TOKENS in a fresh process, for its peak RSS
 //
@@ -41,6 +42,7 @@
 #include "fma_peak.hpp"
 #include "mla/backend/checks.hpp"
 #include "mla/backend/registry.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/mla.hpp"
 
 namespace mla::bench {
@@ -110,6 +112,25 @@ struct Problem {
     v16 = round(v);
     out16.assign(out.size(), 0x7fc0);
   }
+  // e4m3 copies of the inputs, each divided by its per-tensor descale
+  // (amax / 448, as a static quantiser takes it) with saturation, and a
+  // NaN-filled bf16 output (out16).
+  std::vector<std::uint8_t> q8, k8, v8;
+  float q_descale = 1.0f, k_descale = 1.0f, v_descale = 1.0f;
+  void make_fp8() {
+    const auto quantise = [](const std::vector<float>& x, float& descale) {
+      float amax = 0.0f;
+      for (float value : x) amax = std::max(amax, std::fabs(value));
+      descale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      std::vector<std::uint8_t> y(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) y[i] = numeric::float_to_fp8_e4m3(x[i] / descale);
+      return y;
+    };
+    q8 = quantise(q, q_descale);
+    k8 = quantise(k, k_descale);
+    v8 = quantise(v, v_descale);
+    out16.assign(out.size(), 0x7fc0);
+  }
 };
 
 // A runnable contender: prepares once, then `run` computes problem.out.
@@ -127,6 +148,7 @@ Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<Pr
   params.num_heads = kHeads;
   params.dims = kDims;
   params.dtype = dtype;
+  if (dtype == DType::float8_e4m3) params.out_dtype = DType::bfloat16;
   keep = mla_prefill_registry().resolve(mla_prefill_registry().parse(name)).factory(params);
   Queue queue = Queue::host();
   PrefillMetadata meta;
@@ -137,6 +159,21 @@ Runner make_runner(const std::string& name, Problem& problem, std::unique_ptr<Pr
   keep->prepare(queue, meta);
   PrefillBackend* backend = keep.get();
   const std::int64_t n = problem.tokens;
+  if (dtype == DType::float8_e4m3) {
+    problem.make_fp8();
+    return [backend, &problem, n] {
+      Queue host = Queue::host();
+      const auto view = [n](std::vector<std::uint8_t>& x, std::int64_t dim) {
+        return TensorView::contiguous(x.data(), DType::float8_e4m3, {n, kHeads, dim});
+      };
+      const TensorView out =
+          TensorView::contiguous(problem.out16.data(), DType::bfloat16, {n, kHeads, kDims.v_head_dim});
+      backend->run_new_tokens(host, view(problem.q8, kDims.qk_head_dim()), view(problem.k8, kDims.qk_head_dim()),
+                              view(problem.v8, kDims.v_head_dim), kScale, /*return_lse=*/false, out, std::nullopt,
+                              std::nullopt, InputDescales{problem.q_descale, problem.k_descale, problem.v_descale});
+      host.wait();
+    };
+  }
   if (dtype == DType::bfloat16) {
     problem.make_bf16();
     return [backend, &problem, n] {
@@ -345,12 +382,27 @@ int run_table(const char* self, bool quick, std::int64_t max_tokens) {
 // rows: every 61st token and each sequence's last, heads 0 and H-1, against
 // attention recomputed in fp64 from the same inputs (those the run read:
 // fp32, or their bf16 roundings).
-double sampled_error(const Problem& problem, bool bf16) {
+enum class Inputs { fp32, bf16, fp8 };
+
+double sampled_error(const Problem& problem, Inputs inputs) {
   const int dqk = kDims.qk_head_dim();
   const int dv = kDims.v_head_dim;
-  const auto in = [&](const std::vector<float>& x, const std::vector<std::uint16_t>& x16, std::size_t i) {
-    return static_cast<double>(bf16 ? bf16_value(x16[i]) : x[i]);
+  const bool bf16_output = inputs != Inputs::fp32;
+  const auto read = [&](const std::vector<float>& x, const std::vector<std::uint16_t>& x16,
+                        const std::vector<std::uint8_t>& x8, float descale, std::size_t i) {
+    switch (inputs) {
+      case Inputs::bf16:
+        return static_cast<double>(bf16_value(x16[i]));
+      case Inputs::fp8:
+        return static_cast<double>(numeric::fp8_e4m3_to_float(x8[i])) * descale;
+      case Inputs::fp32:
+        break;
+    }
+    return static_cast<double>(x[i]);
   };
+  const auto in_q = [&](std::size_t i) { return read(problem.q, problem.q16, problem.q8, problem.q_descale, i); };
+  const auto in_k = [&](std::size_t i) { return read(problem.k, problem.k16, problem.k8, problem.k_descale, i); };
+  const auto in_v = [&](std::size_t i) { return read(problem.v, problem.v16, problem.v8, problem.v_descale, i); };
   double diff_sq = 0.0, ref_sq = 0.0;
   std::vector<double> scores, exact(static_cast<std::size_t>(dv));
   for (std::size_t b = 0; b + 1 < problem.cu.size(); ++b) {
@@ -364,7 +416,7 @@ double sampled_error(const Problem& problem, bool bf16) {
           for (int d = 0; d < dqk; ++d) {
             const auto qi = static_cast<std::size_t>((std::int64_t{t} * kHeads + h) * dqk + d);
             const auto ki = static_cast<std::size_t>((std::int64_t{j} * kHeads + h) * dqk + d);
-            dot += in(problem.q, problem.q16, qi) * in(problem.k, problem.k16, ki);
+            dot += in_q(qi) * in_k(ki);
           }
           scores.push_back(dot * kScale);
           max_score = std::max(max_score, dot * kScale);
@@ -376,13 +428,12 @@ double sampled_error(const Problem& problem, bool bf16) {
           sum += p;
           const std::int64_t j = problem.cu[b] + static_cast<std::int64_t>(jj);
           for (int c = 0; c < dv; ++c) {
-            exact[static_cast<std::size_t>(c)] +=
-                p * in(problem.v, problem.v16, static_cast<std::size_t>((j * kHeads + h) * dv + c));
+            exact[static_cast<std::size_t>(c)] += p * in_v(static_cast<std::size_t>((j * kHeads + h) * dv + c));
           }
         }
         for (int c = 0; c < dv; ++c) {
           const auto oi = static_cast<std::size_t>((std::int64_t{t} * kHeads + h) * dv + c);
-          const double got = bf16 ? bf16_value(problem.out16[oi]) : problem.out[oi];
+          const double got = bf16_output ? bf16_value(problem.out16[oi]) : problem.out[oi];
           const double want = exact[static_cast<std::size_t>(c)] / sum;
           diff_sq += (got - want) * (got - want);
           ref_sq += want * want;
@@ -438,11 +489,13 @@ int run_dtypes(std::int64_t max_tokens) {
       "§7)\n\n");
   std::printf(
       "Errors: relative norm error against fp64 on sampled rows (every 61st query and each sequence's last, "
-      "heads 0 and 15) of the inputs the run read (fp32, or their bf16 roundings).\n\n");
+      "heads 0 and 15) of the inputs the run read (fp32, their bf16 roundings, or the e4m3 bytes times their "
+      "descales).\n\n");
   std::printf(
       "| case | tokens | fp32 ms | fp32 GFLOP/s | %% of FMA peak | fp32 error | bf16 avx512_bf16 ms | GFLOP/s | "
-      "bf16 / fp32 | error | bf16 avx512 ms | GFLOP/s | bf16 / fp32 | error |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "bf16 / fp32 | error | bf16 avx512 ms | GFLOP/s | bf16 / fp32 | error | fp8 ms | GFLOP/s | fp8 / fp32 | "
+      "error |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<Case> cases = {{"causal 1024", {1024}},
                              {"causal 2048", {2048}},
                              {"causal 4096", {4096}},
@@ -462,13 +515,13 @@ int run_dtypes(std::int64_t max_tokens) {
       const IsaOverride widest(nullptr);
       fp32 = median_timing(make_runner("KOKKOS", problem, keep, DType::float32), repeats);
     }
-    const double fp32_error = sampled_error(problem, false);
+    const double fp32_error = sampled_error(problem, Inputs::fp32);
     std::string dot_cells = "- | - | - | -";
     if (has_bf16_dot) {
       const IsaOverride dot("avx512_bf16");
       const Timing t = median_timing(make_runner("KOKKOS", problem, keep, DType::bfloat16), repeats);
       dot_cells = fmt::format("{:.1f} | {:.1f} | {:.2f}x | {:.1e}", t.cpu_ms, rate(t), fp32.cpu_ms / t.cpu_ms,
-                              sampled_error(problem, true));
+                              sampled_error(problem, Inputs::bf16));
     }
     std::string fma_cells = "- | - | - | -";
     if (std::string(peak.isa) == "avx512f") {
@@ -476,11 +529,17 @@ int run_dtypes(std::int64_t max_tokens) {
       problem.out16.assign(problem.out16.size(), 0x7fc0);
       const Timing t = median_timing(make_runner("KOKKOS", problem, keep, DType::bfloat16), repeats);
       fma_cells = fmt::format("{:.1f} | {:.1f} | {:.2f}x | {:.1e}", t.cpu_ms, rate(t), fp32.cpu_ms / t.cpu_ms,
-                              sampled_error(problem, true));
+                              sampled_error(problem, Inputs::bf16));
     }
-    std::printf("| %s (%s) | %lld | %.1f | %.1f | %.0f%% | %.1e | %s | %s |\n", c.name.c_str(),
+    // e4m3 inputs with per-tensor descales, bf16 output: the fp32 kernel of
+    // the widest ISA with its staging reading bytes (docs/contract.md §4).
+    problem.out16.assign(problem.out16.size(), 0x7fc0);
+    const Timing fp8 = median_timing(make_runner("KOKKOS", problem, keep, DType::float8_e4m3), repeats);
+    const std::string fp8_cells = fmt::format("{:.1f} | {:.1f} | {:.2f}x | {:.1e}", fp8.cpu_ms, rate(fp8),
+                                              fp32.cpu_ms / fp8.cpu_ms, sampled_error(problem, Inputs::fp8));
+    std::printf("| %s (%s) | %lld | %.1f | %.1f | %.0f%% | %.1e | %s | %s | %s |\n", c.name.c_str(),
                 lengths_text(c.lengths).c_str(), static_cast<long long>(problem.tokens), fp32.cpu_ms, rate(fp32),
-                100.0 * rate(fp32) / peak.gflops, fp32_error, dot_cells.c_str(), fma_cells.c_str());
+                100.0 * rate(fp32) / peak.gflops, fp32_error, dot_cells.c_str(), fma_cells.c_str(), fp8_cells.c_str());
     std::fflush(stdout);
   }
   return 0;
