@@ -318,10 +318,12 @@ TEST_P(Fp8Inputs, BadDescalesAreRefusedAndNothingIsWritten) {
                    "q descale must be finite and positive; head " + std::to_string(heads() - 1));
     expect_refused({1.0f, on_queue(nan_at_first), 1.0f}, "k descale must be finite and positive; head 0");
   }
-  // A descale the call would write over.
-  expect_refused(
-      {1.0f, 1.0f, Descale::of(TensorView::contiguous(dout.view.data, DType::float32, {1}, dout.view.memory))},
-      "out overlaps v descale");
+  // A descale the call would write over, as [1] and as 0-d (its one element all the same).
+  const TensorView inside_out = TensorView::contiguous(dout.view.data, DType::float32, {1}, dout.view.memory);
+  expect_refused({1.0f, 1.0f, Descale::of(inside_out)}, "out overlaps v descale");
+  Descale zero_d_inside_out = Descale::of(inside_out);
+  zero_d_inside_out.values.rank = 0;
+  expect_refused({zero_d_inside_out, 1.0f, 1.0f}, "out overlaps q descale");
 }
 
 // Parameters: fp8 inputs name a float16 or bfloat16 output; other inputs

@@ -177,6 +177,17 @@ struct Descale {
     return d;
   }
   bool is_tensor() const { return !values.empty_view(); }
+  // The tensor as its elements are checked and read: a 0-d tensor as shape
+  // [1] (a 0-d view has no elements to check, TensorView::numel).
+  TensorView elements() const {
+    TensorView view = values;
+    if (view.rank == 0 && view.data != nullptr) {
+      view.rank = 1;
+      view.shape[0] = 1;
+      view.stride[0] = 1;
+    }
+    return view;
+  }
 };
 
 // The descales of one attention call's float8_e4m3 q, k and v; each is 1

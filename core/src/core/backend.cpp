@@ -132,16 +132,16 @@ void check_descales(const BackendParams& params, const std::optional<InputDescal
 // The descale tensors among a call's inputs, for the overlap check.
 void add_descale_inputs(std::vector<detail::Operand>& inputs, const std::optional<InputDescales>& descales) {
   if (!descales) return;
-  inputs.emplace_back("q descale", descales->q.values);
-  inputs.emplace_back("k descale", descales->k.values);
-  inputs.emplace_back("v descale", descales->v.values);
+  inputs.emplace_back("q descale", descales->q.elements());
+  inputs.emplace_back("k descale", descales->k.elements());
+  inputs.emplace_back("v descale", descales->v.elements());
 }
 
 void check_descales_accessible(const Queue& queue, const std::optional<InputDescales>& descales) {
   if (!descales) return;
-  check_accessible(queue, descales->q.values, "q descale");
-  check_accessible(queue, descales->k.values, "k descale");
-  check_accessible(queue, descales->v.values, "v descale");
+  check_accessible(queue, descales->q.elements(), "q descale");
+  check_accessible(queue, descales->k.elements(), "k descale");
+  check_accessible(queue, descales->v.elements(), "v descale");
 }
 
 void check_softmax_scale(float scale) {
@@ -307,8 +307,8 @@ PrefillBackend::PrefillBackend(const BackendParams& params) : params_(params) {
 std::vector<float> read_descales(Queue& queue, const Descale& descale, int heads, const char* what) {
   std::vector<float> values(static_cast<std::size_t>(heads), descale.value);
   if (descale.is_tensor()) {
-    const TensorView& t = descale.values;
-    const bool per_head = t.rank == 1 && t.size(0) == heads && heads > 1;
+    const TensorView t = descale.elements();
+    const bool per_head = t.size(0) == heads && heads > 1;
     const std::int64_t stride = per_head ? t.stride[0] : 0;
     for (int h = 0; h < (per_head ? heads : 1); ++h) {
       const auto* at = static_cast<const float*>(t.data) + h * stride;

@@ -97,9 +97,9 @@ void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView
   for (std::size_t c = 0; c < chunk_k.size(); ++c) inputs.emplace_back(fmt::format("chunk_k[{}]", c), chunk_k[c]);
   for (std::size_t c = 0; c < chunk_v.size(); ++c) inputs.emplace_back(fmt::format("chunk_v[{}]", c), chunk_v[c]);
   if (descales) {
-    inputs.emplace_back("q descale", descales->q.values);
-    inputs.emplace_back("k descale", descales->k.values);
-    inputs.emplace_back("v descale", descales->v.values);
+    inputs.emplace_back("q descale", descales->q.elements());
+    inputs.emplace_back("k descale", descales->k.elements());
+    inputs.emplace_back("v descale", descales->v.elements());
   }
   check_no_overlap(
       "run_prefill_step",
@@ -114,7 +114,7 @@ void check_no_overlap(const MlaStepInputs& inputs, const MlaStepOutputs& outputs
                     {"k_pe", inputs.k_pe},
                     {"cache", inputs.cache},
                     {"kv_b_proj", inputs.kv_b_proj},
-                    {"q descale", inputs.q_descale.values}});
+                    {"q descale", inputs.q_descale.elements()}});
 }
 
 }  // namespace mla::detail
