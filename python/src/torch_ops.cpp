@@ -2,6 +2,10 @@
 // outputs from PyTorch's allocator (at::empty) and, for CUDA tensors, work
 // on PyTorch's current stream through a queue that borrows it.
 //
+// prefill and context_chunk take float8_e4m3 q, k and v (uint8 bytes, or
+// float8_e4m3fn where PyTorch has it) with optional descale tensors and the
+// output's `out_dtype` (docs/contract.md §4).
+//
 // Each operator selects a backend the way the library does (configuration,
 // MLA_PREFILL_BACKEND, or the `backend` argument) for the tensors' device:
 // the host platform for CPU tensors, the machine's GPU for GPU tensors.
@@ -34,10 +38,11 @@ struct BackendKey {
   bool gpu = false;
   int device = 0;
   DType dtype = DType::float32;
+  std::optional<DType> out_dtype;  // fp8 inputs' output dtype
   int heads = 0;
   int p = 0, r = 0, v = 0;
 
-  auto tie() const { return std::tie(choice, gpu, device, dtype, heads, p, r, v); }
+  auto tie() const { return std::tie(choice, gpu, device, dtype, out_dtype, heads, p, r, v); }
   bool operator<(const BackendKey& other) const { return tie() < other.tie(); }
 };
 
@@ -81,7 +86,40 @@ MlaDims dims_of(const at::Tensor& q, const at::Tensor& v, std::int64_t rope_dim)
   return {static_cast<int>(q.size(2) - rope_dim), static_cast<int>(rope_dim), static_cast<int>(v.size(2))};
 }
 
-CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, const std::optional<std::string>& choice) {
+// The library's dtype of an `out_dtype` argument (float8_e4m3 inputs'
+// output: float16 or bfloat16; the library refuses the rest by name).
+std::optional<DType> out_dtype_of(const c10::optional<at::ScalarType>& type) {
+  if (!type) return std::nullopt;
+  switch (*type) {
+    case at::kHalf:
+      return DType::float16;
+    case at::kBFloat16:
+      return DType::bfloat16;
+    case at::kFloat:
+      return DType::float32;
+    default:
+      raise(ErrorCategory::invalid_argument,
+            "out_dtype " + std::string(c10::toString(*type)) +
+                " is not an output type; float8_e4m3 inputs write float16 or bfloat16");
+  }
+}
+
+at::ScalarType scalar_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::float16:
+      return at::kHalf;
+    case DType::bfloat16:
+      return at::kBFloat16;
+    case DType::float32:
+      return at::kFloat;
+    case DType::float8_e4m3:
+      break;
+  }
+  raise(ErrorCategory::internal, "scalar_type_of: no PyTorch output type for float8_e4m3");
+}
+
+CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, const std::optional<std::string>& choice,
+                           std::optional<DType> out_dtype = std::nullopt) {
   static std::mutex cache_mutex;
   static std::map<BackendKey, std::unique_ptr<CachedBackend>> cache;
   static std::optional<Selector> selector;
@@ -92,6 +130,7 @@ CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, const std::
   key.gpu = !q.is_cpu();
   key.device = key.gpu ? static_cast<int>(q.device().index()) : 0;
   key.dtype = qv.dtype;
+  key.out_dtype = out_dtype;
   key.heads = qv.rank > 1 ? static_cast<int>(qv.shape[1]) : 0;
   key.p = dims.qk_nope_head_dim;
   key.r = dims.qk_rope_head_dim;
@@ -111,6 +150,7 @@ CachedBackend& backend_for(const at::Tensor& q, const MlaDims& dims, const std::
   params.num_heads = key.heads;
   params.dims = dims;
   params.dtype = key.dtype;
+  params.out_dtype = key.out_dtype;
   auto cached = std::make_unique<CachedBackend>(make_queue(selection, key.device));
   cached->backend = selector->create(selection, params);
   slot = std::move(cached);
@@ -127,47 +167,80 @@ PrefillMetadata metadata_of(const at::Tensor& cu_q, const at::Tensor& cu_k, bool
   return metadata;
 }
 
-std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& q, const at::Tensor& v) {
-  at::Tensor out = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
+std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& q, const at::Tensor& v, DType out_dtype) {
+  at::Tensor out = at::empty({q.size(0), q.size(1), v.size(2)}, q.options().dtype(scalar_type_of(out_dtype)));
   at::Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
   return {out, lse};
+}
+
+// float8_e4m3 inputs' descales: each none (1), or a float32 tensor of one
+// value (0-d or 1-d) or one per head on q's device.
+struct TorchDescales {
+  c10::optional<at::Tensor> q, k, v;
+  bool given() const { return q || k || v; }
+};
+
+// A descale argument as the library takes it; a 0-d tensor is viewed as
+// [1] (kept alive in `keep`).
+Descale descale_of(const c10::optional<at::Tensor>& tensor, const at::Tensor& q, const char* what, at::Tensor& keep) {
+  if (!tensor || !tensor->defined()) return Descale(1.0f);
+  keep = tensor->dim() == 0 ? tensor->reshape({1}) : *tensor;
+  return Descale::of(view_on(keep, what, q, "q"));
 }
 
 // Attention of q against k/v with the given cu_seqlens: causal for new
 // tokens, non-causal for a context chunk. Returns (out [Nq, H, V], lse [H, Nq]).
 std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const at::Tensor& cu_q, const at::Tensor& cu_k, double scale, bool causal,
-                                             std::int64_t rope_dim, const std::optional<std::string>& backend) {
+                                             std::int64_t rope_dim, const std::optional<std::string>& backend,
+                                             const TorchDescales& descales, c10::optional<at::ScalarType> out_type) {
   std::tuple<at::Tensor, at::Tensor> result;
   translate_errors([&] {
-    CachedBackend& cached = backend_for(q, dims_of(q, v, rope_dim), backend);
+    CachedBackend& cached = backend_for(q, dims_of(q, v, rope_dim), backend, out_dtype_of(out_type));
     const PrefillMetadata metadata = metadata_of(cu_q, cu_k, causal);
     if (q.size(0) != metadata.num_q_tokens()) {
       raise(ErrorCategory::invalid_argument, "q has " + std::to_string(q.size(0)) +
                                                  " tokens but cu_seqlens_q ends at " +
                                                  std::to_string(metadata.num_q_tokens()));
     }
-    result = empty_outputs(q, v);
+    result = empty_outputs(q, v, cached.backend->params().output_dtype());
+    std::optional<InputDescales> input_descales;
+    at::Tensor keep_q, keep_k, keep_v;
+    if (descales.given()) {
+      input_descales =
+          InputDescales{descale_of(descales.q, q, "q_descale", keep_q), descale_of(descales.k, q, "k_descale", keep_k),
+                        descale_of(descales.v, q, "v_descale", keep_v)};
+    }
     Queue queue = queue_for(cached, q);
     std::lock_guard lock(cached.mutex);
     cached.backend->prepare(queue, metadata);
     cached.backend->run_new_tokens(queue, view_of(q, "q"), view_on(k, "k", q, "q"), view_on(v, "v", q, "q"),
                                    static_cast<float>(scale), true, view_of(std::get<0>(result), "out"), std::nullopt,
-                                   view_of(std::get<1>(result), "lse"));
+                                   view_of(std::get<1>(result), "lse"), input_descales);
   });
   return result;
 }
 
 std::tuple<at::Tensor, at::Tensor> prefill(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const at::Tensor& cu_q, const at::Tensor& cu_k, double scale, bool causal,
-                                           std::int64_t rope_dim, const c10::optional<std::string>& backend) {
-  return attention(q, k, v, cu_q, cu_k, scale, causal, rope_dim, std_optional(backend));
+                                           std::int64_t rope_dim, const c10::optional<std::string>& backend,
+                                           const c10::optional<at::Tensor>& q_descale,
+                                           const c10::optional<at::Tensor>& k_descale,
+                                           const c10::optional<at::Tensor>& v_descale,
+                                           c10::optional<at::ScalarType> out_dtype) {
+  return attention(q, k, v, cu_q, cu_k, scale, causal, rope_dim, std_optional(backend),
+                   {q_descale, k_descale, v_descale}, out_dtype);
 }
 
 std::tuple<at::Tensor, at::Tensor> context_chunk(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                  const at::Tensor& cu_q, const at::Tensor& cu_k, double scale,
-                                                 std::int64_t rope_dim, const c10::optional<std::string>& backend) {
-  return attention(q, k, v, cu_q, cu_k, scale, false, rope_dim, std_optional(backend));
+                                                 std::int64_t rope_dim, const c10::optional<std::string>& backend,
+                                                 const c10::optional<at::Tensor>& q_descale,
+                                                 const c10::optional<at::Tensor>& k_descale,
+                                                 const c10::optional<at::Tensor>& v_descale,
+                                                 c10::optional<at::ScalarType> out_dtype) {
+  return attention(q, k, v, cu_q, cu_k, scale, false, rope_dim, std_optional(backend),
+                   {q_descale, k_descale, v_descale}, out_dtype);
 }
 
 std::tuple<at::Tensor, at::Tensor> merge(const at::Tensor& prefix_out, const at::Tensor& prefix_lse,
@@ -204,10 +277,12 @@ std::tuple<at::Tensor, at::Tensor> merge(const at::Tensor& prefix_out, const at:
 TORCH_LIBRARY(mlaprefill, m) {
   m.def(
       "prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float scale, "
-      "bool causal=True, int qk_rope_head_dim=64, str? backend=None) -> (Tensor, Tensor)");
+      "bool causal=True, int qk_rope_head_dim=64, str? backend=None, Tensor? q_descale=None, "
+      "Tensor? k_descale=None, Tensor? v_descale=None, ScalarType? out_dtype=None) -> (Tensor, Tensor)");
   m.def(
       "context_chunk(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float scale, "
-      "int qk_rope_head_dim=64, str? backend=None) -> (Tensor, Tensor)");
+      "int qk_rope_head_dim=64, str? backend=None, Tensor? q_descale=None, Tensor? k_descale=None, "
+      "Tensor? v_descale=None, ScalarType? out_dtype=None) -> (Tensor, Tensor)");
   m.def(
       "merge_attn_states(Tensor prefix_output, Tensor prefix_lse, Tensor suffix_output, Tensor suffix_lse, "
       "int? prefill_tokens_with_context=None, str? backend=None) -> (Tensor, Tensor)");

@@ -1,5 +1,7 @@
 #include "torch_tensors.hpp"
 
+#include <torch/version.h>
+
 #include <limits>
 #include <string>
 
@@ -18,6 +20,10 @@ DType dtype_of(const at::Tensor& tensor, const char* what) {
       return DType::bfloat16;
     case at::kByte:
       return DType::float8_e4m3;  // PyTorch 1.x carries fp8 as its bytes
+#if TORCH_VERSION_MAJOR >= 2
+    case at::ScalarType::Float8_e4m3fn:
+      return DType::float8_e4m3;
+#endif
     default:
       raise(ErrorCategory::invalid_argument, std::string(what) + " has element type " +
                                                  std::string(c10::toString(tensor.scalar_type())) +

@@ -122,3 +122,36 @@ def test_bad_fp8_arguments_are_refused(rng):
     x = rng.standard_normal((3, HEADS, DQK)).astype(np.float32)
     with pytest.raises(ValueError, match="descales are for float8_e4m3 q, k and v"):
         plain.run_new_tokens(x, x, rng.standard_normal((3, HEADS, V)).astype(np.float32), q_descale=1.0)
+
+
+@pytest.mark.skipif(not mlaprefill.HAS_TORCH_OPS, reason="built without libtorch")
+def test_torch_operators_take_fp8_bytes_descales_and_an_output_dtype(rng):
+    cu_q, cu_c = lengths_to_cu([5, 0, 11]), lengths_to_cu([3, 4, 0])
+    n, nc = cu_q[-1], cu_c[-1]
+    q, k = random_codes(rng, (n, HEADS, DQK)), random_codes(rng, (n, HEADS, DQK))
+    v = random_codes(rng, (n, HEADS, V))
+    ck, cv = random_codes(rng, (nc, HEADS, DQK)), random_codes(rng, (nc, HEADS, V))
+    scale = 1.0 / math.sqrt(DQK)
+    q_ds = torch.arange(1, HEADS + 1, dtype=torch.float32) * (0.5 / 448)  # one per head
+    k_ds, v_ds = torch.tensor(1.5 / 448), torch.tensor([1.0 / 448])  # 0-d and [1]
+    cu_q_t, cu_c_t = torch.tensor(cu_q, dtype=torch.int32), torch.tensor(cu_c, dtype=torch.int32)
+    ops = torch.ops.mlaprefill
+    out, lse = ops.prefill(as_torch_fp8(q), as_torch_fp8(k), as_torch_fp8(v), cu_q_t, cu_q_t, scale,
+                           q_descale=q_ds, k_descale=k_ds, v_descale=v_ds, out_dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+
+    def values(codes, descale):
+        d = descale.double().numpy()
+        return e4m3_values(codes) * (d[None, :, None] if d.size > 1 else float(d.reshape(-1)[0]))
+
+    expected_out, expected_lse = attention(values(q, q_ds), values(k, k_ds), values(v, v_ds), cu_q, cu_q, scale,
+                                           causal=True)
+    assert relative_error(out, expected_out) < 1e-2
+    chunk_out, _ = ops.context_chunk(as_torch_fp8(q), as_torch_fp8(ck), as_torch_fp8(cv), cu_q_t, cu_c_t, scale,
+                                     q_descale=q_ds, k_descale=k_ds, v_descale=v_ds, out_dtype=torch.float16)
+    assert chunk_out.dtype == torch.float16
+    expected_chunk, _ = attention(values(q, q_ds), values(ck, k_ds), values(cv, v_ds), cu_q, cu_c, scale,
+                                  causal=False)
+    assert relative_error(chunk_out, expected_chunk) < 2e-3
+    with pytest.raises(ValueError, match="need out_dtype float16 or bfloat16"):
+        ops.prefill(as_torch_fp8(q), as_torch_fp8(k), as_torch_fp8(v), cu_q_t, cu_q_t, scale)

@@ -209,7 +209,7 @@ def test_a_context_chunk_takes_newer_vllms_fp8_state(rng):
 def test_static_fp8_scales_are_refused_with_nothing_written(rng):
     backend, chunk, q, k, v = prepared_chunk(rng)
     out = torch.full((5, 2, V), float("nan"))
-    with pytest.raises(mlaprefill.NotSupported, match="FP8 inputs are not supported yet"):
+    with pytest.raises(mlaprefill.NotSupported, match="FP8 inputs only as vLLM casts them"):
         backend.run_prefill_context_chunk(chunk=chunk, q=q, k=k, v=v, out=out, layer_name="layers.1.attn",
                                           static_descale=torch.ones(3, 2))
     assert torch.isnan(out).all()
