@@ -112,6 +112,42 @@ inline Operand k_major(unsigned span, int rows, int k, int element_bytes = 2) {
   return o;
 }
 
+// A wgmma probe's operands: their descriptors, ranks and tensor maps, and
+// the bytes the TMA loads announce (B's, and A's unless A comes from
+// registers).
+inline void place_operands(ProbeCase& c, const Operand& a, const Operand& b, bool a_in_registers) {
+  Params& p = c.params;
+  p.lbo_a = a.lbo;
+  p.sbo_a = a.sbo;
+  p.a_step = a.step;
+  p.lbo_b = b.lbo;
+  p.sbo_b = b.sbo;
+  p.b_step = b.step;
+  p.a_rank = a.spec.rank;
+  p.b_rank = b.spec.rank;
+  p.box_bytes_a = static_cast<unsigned>(box_bytes(a.spec));
+  p.tx_bytes = static_cast<unsigned>(box_bytes(b.spec)) + (a_in_registers ? 0u : p.box_bytes_a);
+  c.maps[0] = {Buffer::a, 0, a.spec};
+  c.maps[1] = {Buffer::b, 0, b.spec};
+}
+
+// The m64n64 fp32 accumulators a wgmma probe writes, thread after thread in
+// register order: `product(row, col)` at each register's position.
+template <class Product>
+void expect_accumulators(ProbeCase& c, Product&& product) {
+  c.out_bytes = 128 * 32 * 4;
+  c.expected.assign(c.out_bytes, 0);
+  for (int t = 0; t < 128; ++t) {
+    for (int i = 0; i < 32; ++i) {
+      const simt::sm90_layout::Position pos = simt::sm90_layout::accumulator_position(t, i);
+      const float sum = product(pos.row, pos.col);
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &sum, 4);
+      put_u32(c.expected, static_cast<std::size_t>(t * 32 + i), bits);
+    }
+  }
+}
+
 // Small nonzero integers as e4m3 codes (exact products and sums, as
 // random_values's), two to an entry of the probe's global input.
 inline std::vector<std::uint16_t> random_e4m3_pairs(std::size_t count, unsigned seed) {
@@ -147,18 +183,7 @@ inline ProbeCase wgmma_fp8_case(unsigned span, bool a_in_registers) {
   p.fp8 = 1;
   p.swizzle_a = p.swizzle_b = encoding(span);
   p.k_blocks = k / 32;
-  p.lbo_a = a.lbo;
-  p.sbo_a = a.sbo;
-  p.a_step = a.step;
-  p.lbo_b = b.lbo;
-  p.sbo_b = b.sbo;
-  p.b_step = b.step;
-  p.a_rank = a.spec.rank;
-  p.b_rank = b.spec.rank;
-  p.box_bytes_a = static_cast<unsigned>(box_bytes(a.spec));
-  p.tx_bytes = static_cast<unsigned>(box_bytes(b.spec)) + (a_in_registers ? 0u : p.box_bytes_a);
-  c.maps[0] = {Buffer::a, 0, a.spec};
-  c.maps[1] = {Buffer::b, 0, b.spec};
+  place_operands(c, a, b, a_in_registers);
   const auto code_at = [&](const std::vector<std::uint16_t>& pairs, int row, int col) {
     return static_cast<std::uint32_t>(
         static_cast<std::uint8_t>(pairs[static_cast<std::size_t>(row * k + col) / 2] >> (8 * ((row * k + col) % 2))));
@@ -175,20 +200,13 @@ inline ProbeCase wgmma_fp8_case(unsigned span, bool a_in_registers) {
       }
     }
   }
-  c.out_bytes = 128 * 32 * 4;
-  c.expected.assign(c.out_bytes, 0);
-  for (int t = 0; t < 128; ++t) {
-    for (int i = 0; i < 32; ++i) {
-      const simt::sm90_layout::Position pos = simt::sm90_layout::accumulator_position(t, i);
-      float sum = 0;
-      for (int kk = 0; kk < k; ++kk)
-        sum += e4m3_at(c.a, static_cast<std::size_t>(pos.row * k + kk)) *
-               e4m3_at(c.b, static_cast<std::size_t>(pos.col * k + kk));
-      std::uint32_t bits = 0;
-      std::memcpy(&bits, &sum, 4);
-      put_u32(c.expected, static_cast<std::size_t>(t * 32 + i), bits);
-    }
-  }
+  expect_accumulators(c, [&](int row, int col) {
+    float sum = 0;
+    for (int kk = 0; kk < k; ++kk)
+      sum +=
+          e4m3_at(c.a, static_cast<std::size_t>(row * k + kk)) * e4m3_at(c.b, static_cast<std::size_t>(col * k + kk));
+    return sum;
+  });
   return c;
 }
 
@@ -224,18 +242,7 @@ inline ProbeCase wgmma_case(unsigned span, bool b_mn_major, bool a_in_registers)
   p.swizzle_a = p.swizzle_b = encoding(span);
   p.b_mn_major = b_mn_major ? 1 : 0;
   p.k_blocks = k_used / 16;
-  p.lbo_a = a.lbo;
-  p.sbo_a = a.sbo;
-  p.a_step = a.step;
-  p.lbo_b = b.lbo;
-  p.sbo_b = b.sbo;
-  p.b_step = b.step;
-  p.a_rank = a.spec.rank;
-  p.b_rank = b.spec.rank;
-  p.box_bytes_a = static_cast<unsigned>(box_bytes(a.spec));
-  p.tx_bytes = static_cast<unsigned>(box_bytes(b.spec)) + (a_in_registers ? 0u : p.box_bytes_a);
-  c.maps[0] = {Buffer::a, 0, a.spec};
-  c.maps[1] = {Buffer::b, 0, b.spec};
+  place_operands(c, a, b, a_in_registers);
   const auto a_at = [&](int m, int k) { return numeric::bf16_to_float(c.a[static_cast<std::size_t>(m * ka + k)]); };
   const auto b_at = [&](int k, int n) {
     return numeric::bf16_to_float(b_mn_major ? c.b[static_cast<std::size_t>(k * 64 + n)]
@@ -255,18 +262,11 @@ inline ProbeCase wgmma_case(unsigned span, bool b_mn_major, bool a_in_registers)
       }
     }
   }
-  c.out_bytes = 128 * 32 * 4;
-  c.expected.assign(c.out_bytes, 0);
-  for (int t = 0; t < 128; ++t) {
-    for (int i = 0; i < 32; ++i) {
-      const simt::sm90_layout::Position pos = simt::sm90_layout::accumulator_position(t, i);
-      float sum = 0;
-      for (int k = 0; k < k_used; ++k) sum += a_at(pos.row, k) * b_at(k, pos.col);
-      std::uint32_t bits = 0;
-      std::memcpy(&bits, &sum, 4);
-      put_u32(c.expected, static_cast<std::size_t>(t * 32 + i), bits);
-    }
-  }
+  expect_accumulators(c, [&](int row, int col) {
+    float sum = 0;
+    for (int k = 0; k < k_used; ++k) sum += a_at(row, k) * b_at(k, col);
+    return sum;
+  });
   return c;
 }
 
