@@ -46,26 +46,30 @@ std::string failure_of(const LaunchConfig& config, const std::function<void()>& 
 
 #define EXPECT_REPORTS(message, needle) EXPECT_NE((message).find(needle), std::string::npos) << "message: " << (message)
 
-// A 64 x 16 bf16 tile (2 KB) loaded by TMA into shared offset 0, as a
-// K-major no-swizzle operand ([k / 8][64 rows][8]).
+// The map of a 64-row operand of 32 bytes per row (one wgmma's k: 16 bf16
+// or 32 e4m3) at `base`, loaded by one TMA box as a K-major no-swizzle
+// operand: [k / per core row][64 rows][16 bytes].
+sm90::TensorMap k_major_tile_map(const void* base, int element_bytes) {
+  const int per_core_row = 16 / element_bytes;
+  sm90::TensorMapSpec spec;
+  spec.base = base;
+  spec.rank = 3;
+  spec.element_bytes = element_bytes;
+  spec.dims[0] = static_cast<std::uint64_t>(per_core_row);
+  spec.dims[1] = 64;
+  spec.dims[2] = 2;
+  spec.strides_bytes[0] = 32;
+  spec.strides_bytes[1] = 16;
+  spec.box[0] = static_cast<std::uint32_t>(per_core_row);
+  spec.box[1] = 64;
+  spec.box[2] = 2;
+  return sm90::make_tensor_map(spec);
+}
+
+// A 64 x 16 bf16 tile (2 KB) loaded by TMA into shared offset 0.
 struct Tile {
   std::vector<std::uint16_t> values = std::vector<std::uint16_t>(64 * 16, 0x3f80);  // 1.0
-  sm90::TensorMap map;
-  Tile() {
-    sm90::TensorMapSpec spec;
-    spec.base = values.data();
-    spec.rank = 3;
-    spec.element_bytes = 2;
-    spec.dims[0] = 8;
-    spec.dims[1] = 64;
-    spec.dims[2] = 2;
-    spec.strides_bytes[0] = 32;
-    spec.strides_bytes[1] = 16;
-    spec.box[0] = 8;
-    spec.box[1] = 64;
-    spec.box[2] = 2;
-    map = sm90::make_tensor_map(spec);
-  }
+  sm90::TensorMap map = k_major_tile_map(values.data(), 2);
 };
 
 std::uint64_t* barrier() { return reinterpret_cast<std::uint64_t*>(smem + 4096); }
@@ -119,19 +123,7 @@ struct Fp8Tile {
       do c = static_cast<std::uint8_t>(code(rng));
       while ((c & 0x7f) == 0x7f);
     }
-    sm90::TensorMapSpec spec;
-    spec.base = codes.data();
-    spec.rank = 3;
-    spec.element_bytes = 1;
-    spec.dims[0] = 16;
-    spec.dims[1] = 64;
-    spec.dims[2] = 2;
-    spec.strides_bytes[0] = 32;
-    spec.strides_bytes[1] = 16;
-    spec.box[0] = 16;
-    spec.box[1] = 64;
-    spec.box[2] = 2;
-    map = sm90::make_tensor_map(spec);
+    map = k_major_tile_map(codes.data(), 1);
   }
   float at(int row, int k) const { return numeric::fp8_e4m3_to_float(codes[static_cast<std::size_t>(row * 32 + k)]); }
 };

@@ -388,6 +388,15 @@ TEST_P(Schedules, Fp8MmaGivesNanOnlyWhereANanByteIsRead) {
   }
 }
 
+// A 32x32 MFMA's 16 accumulators of `lane` into d [32][32], from AMD's
+// tables: column lane % 32, row 8 (r / 4) + 4 (lane / 32) + r % 4.
+void store_mfma_accumulators(const float (&acc)[16], int lane, std::vector<float>& d) {
+  for (int r = 0; r < 16; ++r) {
+    const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
+    d[static_cast<std::size_t>(i * 32 + lane % 32)] = acc[r];
+  }
+}
+
 TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
@@ -406,10 +415,7 @@ TEST_P(Schedules, MfmaComputesTheProductOfTheCdnaLayout) {
                          }
                          float acc[16] = {};
                          mfma_32x32x8(Element::float16, acc, fa, fb, {__FILE__, __LINE__});
-                         for (int r = 0; r < 16; ++r) {
-                           const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
-                           d[static_cast<std::size_t>(i * 32 + lane % 32)] = acc[r];
-                         }
+                         store_mfma_accumulators(acc, lane, d);
                        }),
             "");
   for (int i = 0; i < 32; ++i) {
@@ -461,10 +467,7 @@ TEST_P(Schedules, Fp8MfmaComputesTheProductOfTheCdna3Layout) {
                          }
                          float acc[16] = {};
                          mfma_32x32x16_fp8(acc, fa, fb, {__FILE__, __LINE__});
-                         for (int r = 0; r < 16; ++r) {
-                           const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
-                           d[static_cast<std::size_t>(i * 32 + lane % 32)] = acc[r];
-                         }
+                         store_mfma_accumulators(acc, lane, d);
                        }),
             "");
   for (int i = 0; i < 32; ++i) {

@@ -195,6 +195,26 @@ struct MfmaOut {
   float acc[16];
 };
 
+// The row of D that register r of `lane` holds (the layout above).
+int d_row(int lane, int r) { return 8 * (r / 4) + 4 * (lane / 32) + r % 4; }
+
+// Every lane's D = C + A B over the first `depth` k, one fp64 sum per
+// output: the end of each 32x32 MFMA form, whatever its operand type.
+template <int K>
+void write_products(Block& block, int first, const float (&a)[32][K], const float (&b)[K][32], const float (&c)[32][32],
+                    int depth) {
+  for (int lane = 0; lane < 64; ++lane) {
+    MfmaOut& out = out_of<MfmaOut>(block, first + lane);
+    const int j = lane % 32;
+    for (int r = 0; r < 16; ++r) {
+      const int i = d_row(lane, r);
+      double sum = c[i][j];
+      for (int k = 0; k < depth; ++k) sum += static_cast<double>(a[i][k]) * b[k][j];
+      out.acc[r] = static_cast<float>(sum);
+    }
+  }
+}
+
 void mfma_compute(Block& block, int first) {
   const MfmaIn& head = in_of<MfmaIn>(block, first);
   const int values = head.values;
@@ -209,21 +229,9 @@ void mfma_compute(Block& block, int first) {
       a[lane % 32][k] = to_float(head.element, in.a[e]);
       b[k][lane % 32] = to_float(head.element, in.b[e]);
     }
-    for (int r = 0; r < 16; ++r) {
-      const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
-      c[i][lane % 32] = in.acc[r];
-    }
+    for (int r = 0; r < 16; ++r) c[d_row(lane, r)][lane % 32] = in.acc[r];
   }
-  for (int lane = 0; lane < 64; ++lane) {
-    MfmaOut& out = out_of<MfmaOut>(block, first + lane);
-    const int j = lane % 32;
-    for (int r = 0; r < 16; ++r) {
-      const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
-      double sum = c[i][j];
-      for (int k = 0; k < depth; ++k) sum += static_cast<double>(a[i][k]) * b[k][j];
-      out.acc[r] = static_cast<float>(sum);
-    }
-  }
+  write_products(block, first, a, b, c, depth);
 }
 
 // ---- v_mfma_f32_32x32x16_fp8_fp8 (CDNA3) ----
@@ -250,18 +258,9 @@ void mfma_fp8_compute(Block& block, int first) {
       a[lane % 32][k] = fnuz_byte(in.a, e);
       b[k][lane % 32] = fnuz_byte(in.b, e);
     }
-    for (int r = 0; r < 16; ++r) c[8 * (r / 4) + 4 * (lane / 32) + r % 4][lane % 32] = in.acc[r];
+    for (int r = 0; r < 16; ++r) c[d_row(lane, r)][lane % 32] = in.acc[r];
   }
-  for (int lane = 0; lane < 64; ++lane) {
-    MfmaOut& out = out_of<MfmaOut>(block, first + lane);
-    const int j = lane % 32;
-    for (int r = 0; r < 16; ++r) {
-      const int i = 8 * (r / 4) + 4 * (lane / 32) + r % 4;
-      double sum = c[i][j];
-      for (int k = 0; k < 16; ++k) sum += static_cast<double>(a[i][k]) * b[k][j];
-      out.acc[r] = static_cast<float>(sum);
-    }
-  }
+  write_products(block, first, a, b, c, 16);
 }
 
 // ---- shuffles ----
