@@ -129,14 +129,6 @@ void check_descales(const BackendParams& params, const std::optional<InputDescal
   check_descale(descales->v, "v", params.num_heads);
 }
 
-// The descale tensors among a call's inputs, for the overlap check.
-void add_descale_inputs(std::vector<detail::Operand>& inputs, const std::optional<InputDescales>& descales) {
-  if (!descales) return;
-  inputs.emplace_back("q descale", descales->q.elements());
-  inputs.emplace_back("k descale", descales->k.elements());
-  inputs.emplace_back("v descale", descales->v.elements());
-}
-
 void check_descales_accessible(const Queue& queue, const std::optional<InputDescales>& descales) {
   if (!descales) return;
   check_accessible(queue, descales->q.elements(), "q descale");
@@ -360,7 +352,7 @@ void check_new_tokens_shapes(const PrefillBackend& backend, const AttentionPlan&
   }
   if (lse) check_lse(*lse, "lse", heads, meta.num_q_tokens);
   std::vector<detail::Operand> inputs{{"q", q}, {"k", k}, {"v", v}};
-  add_descale_inputs(inputs, descales);
+  detail::add_descale_operands(inputs, descales);
   detail::check_no_overlap("", {{"out", out}, {"lse", lse}}, inputs);
 }
 
@@ -405,7 +397,7 @@ void check_chunk_shapes(const PrefillBackend& backend, const AttentionPlan& meta
   }
   if (lse) check_lse(*lse, "chunk lse", heads, meta.num_q_tokens);
   std::vector<detail::Operand> inputs{{"q", q}, {k_name, k}, {v_name, v}};
-  add_descale_inputs(inputs, descales);
+  detail::add_descale_operands(inputs, descales);
   detail::check_no_overlap("", {{"chunk out", out}, {"chunk lse", lse}}, inputs);
 }
 

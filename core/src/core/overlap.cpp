@@ -90,17 +90,20 @@ void check_no_overlap(const std::string& who, const std::vector<Operand>& output
   }
 }
 
+void add_descale_operands(std::vector<Operand>& inputs, const std::optional<InputDescales>& descales) {
+  if (!descales) return;
+  inputs.emplace_back("q descale", descales->q.elements());
+  inputs.emplace_back("k descale", descales->k.elements());
+  inputs.emplace_back("v descale", descales->v.elements());
+}
+
 void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView& v,
                       const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
                       const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales) {
   std::vector<Operand> inputs{{"q", q}, {"k", k}, {"v", v}};
   for (std::size_t c = 0; c < chunk_k.size(); ++c) inputs.emplace_back(fmt::format("chunk_k[{}]", c), chunk_k[c]);
   for (std::size_t c = 0; c < chunk_v.size(); ++c) inputs.emplace_back(fmt::format("chunk_v[{}]", c), chunk_v[c]);
-  if (descales) {
-    inputs.emplace_back("q descale", descales->q.elements());
-    inputs.emplace_back("k descale", descales->k.elements());
-    inputs.emplace_back("v descale", descales->v.elements());
-  }
+  add_descale_operands(inputs, descales);
   check_no_overlap(
       "run_prefill_step",
       {{"out", buffers.out}, {"lse", buffers.lse}, {"workspace", buffers.workspace, buffers.workspace_bytes}}, inputs);

@@ -58,6 +58,11 @@ struct Operand {
 // share memory with each other (k and v as views of one cache, say).
 void check_no_overlap(const std::string& who, const std::vector<Operand>& outputs, const std::vector<Operand>& inputs);
 
+// Appends a call's descale tensors to its inputs as "q descale", "k
+// descale" and "v descale" (a 0-d one as its element; nothing without
+// descales).
+void add_descale_operands(std::vector<Operand>& inputs, const std::optional<InputDescales>& descales);
+
 // The same for whole steps: the caller's out, lse and workspace against every
 // tensor the step reads.
 void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView& v,
