@@ -70,6 +70,32 @@ bool architectures_cover(std::string_view architectures, const DeviceCapability&
   return false;
 }
 
+bool architectures_run_e4m3(std::string_view architectures, const DeviceCapability& device) {
+  if (device.vendor != Vendor::nvidia) return false;
+  const int capability = device.major * 10 + device.minor;
+  int sass = -1;  // the SASS the runtime loads: same major, the highest minor at or below the device's
+  int ptx = -1;   // else the highest PTX at or below the capability, compiled by the driver
+  for (std::string_view item : split(architectures)) {
+    if (item == "all" || item == "all-major" || item == "native") return true;
+    ArchEntry entry;
+    if (!parse_entry(item, entry)) continue;
+    const int arch = entry.major * 10 + entry.minor;
+    if (entry.sass && (entry.specific ? arch == capability : entry.major == device.major && arch <= capability)) {
+      sass = arch > sass ? arch : sass;
+    }
+    if (entry.ptx && (entry.specific ? arch == capability : arch <= capability)) ptx = arch > ptx ? arch : ptx;
+  }
+  const int loaded = sass >= 0 ? sass : ptx;
+  return loaded == 89 || loaded >= 120;
+}
+
+std::string e4m3_code_gap(std::string_view architectures, const DeviceCapability& device) {
+  if (architectures_run_e4m3(architectures, device)) return {};
+  return "fp8 inputs on " + device.arch + " need code for " + (device.major == 8 ? "sm_89" : "sm_120 or newer") +
+         " in this build (CUDA architectures " + std::string(architectures) + "; add " +
+         (device.major == 8 ? "89" : "120") + ")";
+}
+
 std::string architectures_gap(std::string_view architectures, const DeviceCapability& device) {
   return "no code in this build for " + device.arch + " (CUDA architectures " + std::string(architectures) + ")";
 }

@@ -27,4 +27,23 @@ inline std::string device_gap(const DeviceCapability& device) {
          ".0 or newer; the queue's device is " + device.describe();
 }
 
+// float8_e4m3 inputs: mma.sync m16n8k32 on e4m3 arrived with Ada (8.9) and
+// is native on 8.9 and on 12.0 and newer. On 9.x-11.x (Hopper, data-center
+// Blackwell) ptxas lowers it to other instructions and the kernel spills
+// (ci/cuda-inspect: 255 registers and spills on sm_90 and sm_100, none on
+// sm_89 and sm_120; inferred from ptxas' report, not measured on a GPU), so
+// fp8 inputs there are HOPPER_FLASH's (wgmma) to take.
+inline bool supports_e4m3_inputs(const DeviceCapability& device) {
+  return supports_device(device) && ((device.major == 8 && device.minor >= 9) || device.major >= 12);
+}
+
+// Empty when supports_e4m3_inputs(device); otherwise why not.
+inline std::string e4m3_device_gap(const DeviceCapability& device) {
+  if (supports_e4m3_inputs(device)) return {};
+  if (!supports_device(device)) return device_gap(device);
+  return "fp8 inputs need compute capability 8.9, or 12.0 and newer (where mma.sync on e4m3 is native); the "
+         "queue's device is " +
+         device.describe();
+}
+
 }  // namespace mla::cuda_flash

@@ -15,6 +15,10 @@ namespace {
 
 template <class T, int HeadDimQk, int HeadDimV>
 void launch_causal_or_not(const FlashParams& params, bool causal, gpu::Stream stream) {
+  if (params.e4m3_inputs) {
+    if (causal) return launch_flash_forward<T, HeadDimQk, HeadDimV, true, __nv_fp8_e4m3>(params, stream);
+    return launch_flash_forward<T, HeadDimQk, HeadDimV, false, __nv_fp8_e4m3>(params, stream);
+  }
   if (causal) {
     launch_flash_forward<T, HeadDimQk, HeadDimV, true>(params, stream);
   } else {
@@ -22,6 +26,7 @@ void launch_causal_or_not(const FlashParams& params, bool causal, gpu::Stream st
   }
 }
 
+// T: the output type (and the inputs', unless params.e4m3_inputs).
 template <class T>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, bool causal, gpu::Stream stream) {
 #define MLA_FLASH_SHAPE(nope, rope, v)                     \

@@ -17,10 +17,26 @@
 // while the next K and V tiles stream into the other shared-memory stage by
 // cp.async. The epilogue divides by the row sum and writes out (q's dtype or
 // fp8 e4m3) and the natural-log LSE.
+//
+// With float8_e4m3 inputs (In = __nv_fp8_e4m3, sm_89 and sm_120+; T is then
+// the output type) both products are mma.sync m16n8k32 on e4m3 bytes, the tiles
+// are the same bytes per row as a 16-bit tile of half the dims, and:
+//   - q's and k's descales fold into the softmax scale, v's into the epilogue;
+//   - P is kept 2^8 larger (exp2 of the score minus max - 8, at most 256 and
+//     far from e4m3's 448) so that weights down to 2^-17 of the row's largest
+//     survive the rounding to e4m3; the row sum carries the same factor and
+//     the LSE takes it out;
+//   - 8-bit operands cannot be transposed by ldmatrix, so each key step's
+//     keys are permuted alike in P and V instead: P's A fragment takes S's
+//     accumulators as they lie (keys 2t, 2t+1, 2t+8, 2t+9 of a thread's
+//     quad), and V's B fragment is the same keys, picked out of
+//     ldmatrix.trans's 16-bit pairs with two byte permutes; the pairs also
+//     interleave the output columns, which the epilogue undoes.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda_hip/flash_params.hpp"
 #include "cuda_hip/softmax.hpp"
@@ -36,39 +52,44 @@ using gpu::FlashParams;
 
 namespace detail {
 
-// cp.async of a [Rows, Dim] tile whose row r starts at src + r * row_stride
-// into a swizzled shared tile; rows >= valid_rows become zeros.
+// cp.async of a [Rows, RowChunks 16-byte chunks] tile whose row r starts at
+// src + r * row_bytes into a swizzled shared tile of Pitch chunks per row;
+// rows >= valid_rows become zeros.
 //
 // A row's chunks are cut into segments of a power-of-two width W that
 // divides the thread count (192 dims: 16 + 8 chunks). Within a segment each
 // thread keeps one chunk column and walks down the rows, so its addresses
 // advance by compile-time steps: no per-chunk address registers live across
 // the main loop. Consecutive threads still read consecutive 16-byte chunks.
-template <int Rows, int RowChunks, int Threads, int Begin, class T>
-__device__ inline void load_segments(std::uint32_t dst, const T* src, std::int64_t row_stride, int valid_rows,
-                                     int tid) {
+template <int Rows, int RowChunks, int Pitch, int Threads, int Begin>
+__device__ inline void load_segments(std::uint32_t dst, const unsigned char* src, std::int64_t row_bytes,
+                                     int valid_rows, int tid) {
   if constexpr (Begin < RowChunks) {
     constexpr int width = segment_width(RowChunks - Begin, Threads);
     constexpr int rows_per_pass = Threads / width;
     static_assert(width > 0 && Rows % rows_per_pass == 0, "the tile must split into whole passes");
     const int chunk = Begin + tid % width;
     const int first_row = tid / width;
-    const T* from = src + first_row * row_stride + chunk * chunk_elements;
+    const unsigned char* from = src + first_row * row_bytes + chunk * 16;
 #pragma unroll
     for (int pass = 0; pass < Rows / rows_per_pass; ++pass) {
       const int row = first_row + pass * rows_per_pass;
       const bool valid = row < valid_rows;
       // An invalid row reads nothing; point it at the tile's first row anyway.
-      const T* row_src = valid ? from + pass * rows_per_pass * row_stride : src;
-      sm80::cp_async_16(dst + layout::tile_offset(row, chunk, RowChunks), row_src, valid);
+      const unsigned char* row_src = valid ? from + pass * rows_per_pass * row_bytes : src;
+      sm80::cp_async_16(dst + layout::tile_offset(row, chunk, Pitch), row_src, valid);
     }
-    load_segments<Rows, RowChunks, Threads, Begin + width>(dst, src, row_stride, valid_rows, tid);
+    load_segments<Rows, RowChunks, Pitch, Threads, Begin + width>(dst, src, row_bytes, valid_rows, tid);
   }
 }
 
+// A [Rows, Dim] tile of T with rows `row_stride` elements apart.
 template <int Rows, int Dim, int Threads, class T>
 __device__ inline void load_tile(std::uint32_t dst, const T* src, std::int64_t row_stride, int valid_rows, int tid) {
-  load_segments<Rows, Dim / chunk_elements, Threads, 0>(dst, src, row_stride, valid_rows, tid);
+  constexpr int chunks = Dim * static_cast<int>(sizeof(T)) / 16;
+  load_segments<Rows, chunks, layout::pitch_chunks(chunks), Threads, 0>(
+      dst, reinterpret_cast<const unsigned char*>(src), row_stride * static_cast<std::int64_t>(sizeof(T)), valid_rows,
+      tid);
 }
 
 // One key tile's online softmax on this thread's rows g and g + 8 (r), in
@@ -77,9 +98,10 @@ __device__ inline void load_tile(std::uint32_t dst, const T* src, std::int64_t r
 // row's end. An unmasked tile, most of them, takes the row extreme of the raw
 // scores (the max, or the min for a negative scale) and folds the scale and
 // the base into one FMA per weight. ex2.approx.ftz: weights below 2^-126 are
-// 0, which no output can tell apart. Returns the factor O must be multiplied
-// by before this tile's P V adds to it.
-template <bool Masked, int STiles, int BlockCols>
+// 0, which no output can tell apart. P comes out 2^POffset larger (the e4m3
+// path's headroom). Returns the factor O must be multiplied by before this
+// tile's P V adds to it.
+template <bool Masked, int STiles, int BlockCols, int POffset>
 __device__ inline void online_softmax(float (&s)[STiles][4], float (&row_max)[2], float (&row_sum)[2],
                                       float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
                                       int lane) {
@@ -125,11 +147,12 @@ __device__ inline void online_softmax(float (&s)[STiles][4], float (&row_max)[2]
     const float base = gpu::exp2_base(new_max);
     rescale[r] = gpu::rescale_factor(row_max[r], base);
     row_max[r] = new_max;
+    const float shift = POffset == 0 ? -base : static_cast<float>(POffset) - base;
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < STiles; ++j) {
-      s[j][2 * r] = sm80::exp2_ftz(fmaf(s[j][2 * r], factor, -base));
-      s[j][2 * r + 1] = sm80::exp2_ftz(fmaf(s[j][2 * r + 1], factor, -base));
+      s[j][2 * r] = sm80::exp2_ftz(fmaf(s[j][2 * r], factor, shift));
+      s[j][2 * r + 1] = sm80::exp2_ftz(fmaf(s[j][2 * r + 1], factor, shift));
       sum += s[j][2 * r] + s[j][2 * r + 1];
     }
     row_sum[r] = row_sum[r] * rescale[r] + sum;
@@ -138,20 +161,36 @@ __device__ inline void online_softmax(float (&s)[STiles][4], float (&row_max)[2]
 
 }  // namespace detail
 
-template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In = T>
 __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(), 1)
     flash_forward_kernel(const FlashParams p) {
+  constexpr bool e4m3 = std::is_same_v<In, __nv_fp8_e4m3>;
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 890 || (__CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200))
+  // The e4m3 mma is native on sm_89 and sm_120+ only: none before sm_89, and
+  // ptxas lowers it on sm_90-sm_11x at the cost of spills. The chooser never
+  // picks this kernel there (capability.hpp); the body is the trap alone.
+  if constexpr (e4m3) {
+    __trap();
+    return;
+  }
+#endif
   constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
   constexpr int block_rows = cfg.block_rows;
   constexpr int block_cols = cfg.block_cols;
   constexpr int threads = cfg.threads();
-  constexpr int qk_chunks = HeadDimQk / chunk_elements;
-  constexpr int v_chunks = HeadDimV / chunk_elements;
-  constexpr int s_tiles = block_cols / 8;    // n-tiles of S per warp
-  constexpr int o_tiles = HeadDimV / 8;      // n-tiles of O per warp
-  constexpr int qk_steps = HeadDimQk / 16;   // k-steps of S = Q K^T
-  constexpr int pv_steps = block_cols / 16;  // k-steps of O += P V
+  constexpr int in_bytes = static_cast<int>(sizeof(In));
+  constexpr int qk_chunks = HeadDimQk * in_bytes / 16;  // 16-byte chunks per row
+  constexpr int v_chunks = HeadDimV * in_bytes / 16;
+  constexpr int mma_k = e4m3 ? 32 : 16;         // k of one mma: 32 bytes either way
+  constexpr int s_tiles = block_cols / 8;       // n-tiles of S per warp
+  constexpr int o_tiles = HeadDimV / 8;         // n-tiles of O per warp
+  constexpr int qk_steps = HeadDimQk / mma_k;   // k-steps of S = Q K^T
+  constexpr int pv_steps = block_cols / mma_k;  // k-steps of O += P V
   constexpr int q_fragments = cfg.q_in_registers ? qk_steps : 1;
+  // e4m3's P is 2^8 larger than exp2(s - max) (see the top of this file).
+  constexpr int p_offset = e4m3 ? 8 : 0;
+  static_assert(block_cols % mma_k == 0, "whole key steps per tile");
+  static_assert(in_bytes == 2 || e4m3, "fp16, bf16 or e4m3 inputs");
   const gpu::TileShape tile{block_rows, block_cols};
 
   extern __shared__ __align__(128) unsigned char shared[];
@@ -180,14 +219,23 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const int first_tile = range.begin;
   const int end_tile = range.end;
   const int unmasked_tiles = gpu::unmasked_key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  // e4m3: q's and k's descales scale every score of the head, v's its output.
+  float scale_log2 = p.scale_log2;
+  float v_descale = 1.0f;
+  if constexpr (e4m3) {
+    scale_log2 *= p.q_descale.at(head) * p.k_descale.at(head);
+    v_descale = p.v_descale.at(head);
+  }
 
-  const T* q = static_cast<const T*>(p.q) + static_cast<std::int64_t>(q_start + row0) * p.q_row_stride +
-               static_cast<std::int64_t>(head) * p.q_head_stride;
-  const T* k = static_cast<const T*>(p.k) + static_cast<std::int64_t>(k_start) * p.k_row_stride +
-               static_cast<std::int64_t>(head) * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + static_cast<std::int64_t>(k_start) * p.v_row_stride +
-               static_cast<std::int64_t>(head) * p.v_head_stride;
+  const In* q = static_cast<const In*>(p.q) + static_cast<std::int64_t>(q_start + row0) * p.q_row_stride +
+                static_cast<std::int64_t>(head) * p.q_head_stride;
+  const In* k = static_cast<const In*>(p.k) + static_cast<std::int64_t>(k_start) * p.k_row_stride +
+                static_cast<std::int64_t>(head) * p.k_head_stride;
+  const In* v = static_cast<const In*>(p.v) + static_cast<std::int64_t>(k_start) * p.v_row_stride +
+                static_cast<std::int64_t>(head) * p.v_head_stride;
 
+  // The tiles of e4m3 inputs take fewer bytes than the 16-bit ones the
+  // config sizes the stages for; they use the start of each.
   const std::uint32_t smem = sm80::shared_address(shared);
   const std::uint32_t q_smem = smem + static_cast<std::uint32_t>(cfg.q_offset());
   const auto k_smem = [&](int stage) { return smem + static_cast<std::uint32_t>(stage * cfg.stage_bytes()); };
@@ -213,8 +261,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   // (fragment_layout.hpp). Keeping the lane parts in 8 registers instead of
   // one address per (step, tile) is what keeps the kernel free of spills.
   const int warp_row = warp * rows_per_warp;
-  constexpr std::uint32_t qk_row_bytes = qk_chunks * 16;
-  constexpr std::uint32_t v_row_bytes = v_chunks * 16;
+  constexpr std::uint32_t qk_row_bytes = layout::pitch_chunks(qk_chunks) * 16;
+  constexpr std::uint32_t v_row_bytes = layout::pitch_chunks(v_chunks) * 16;
   std::uint32_t a_cols[4];  // Q (A operand) and V (.trans B operand): parity lane / 16
   std::uint32_t k_cols[4];  // K (B operand): parity (lane / 8) % 2
 #pragma unroll
@@ -226,7 +274,8 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
                 "Q and V share their chunk offsets");
   const std::uint32_t q_lane = q_smem + static_cast<std::uint32_t>(warp_row + layout::a_row(lane)) * qk_row_bytes;
   const std::uint32_t k_lane = static_cast<std::uint32_t>(layout::k_key(lane)) * qk_row_bytes;
-  const std::uint32_t v_lane = static_cast<std::uint32_t>(layout::v_key(lane)) * v_row_bytes;
+  // e4m3: lane l addresses key l of the step (ldmatrix matrix l / 8, row l % 8).
+  const std::uint32_t v_lane = static_cast<std::uint32_t>(e4m3 ? lane : layout::v_key(lane)) * v_row_bytes;
   std::uint32_t q_frag[q_fragments][4];
   if constexpr (cfg.q_in_registers) {
     if (first_tile < end_tile) {
@@ -255,6 +304,7 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const int key_end[2] = {numeric::causal_key_end(my_row, seqlen_q, seqlen_k, Causal),
                           numeric::causal_key_end(my_row + 8, seqlen_q, seqlen_k, Causal)};
   const sm80::Pack2<T> pack{};
+  const auto pack_e4m3 = [](float a, float b, float c, float d) { return sm80::pack_e4m3x4(a, b, c, d); };
 
   for (int kt = first_tile; kt < end_tile; ++kt) {
     const int stage = (kt - first_tile) & 1;
@@ -273,7 +323,9 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       sm80::cp_async_commit();
     }
 
-    // S = Q K^T for the warp's 16 rows and the tile's block_cols keys.
+    // S = Q K^T for the warp's 16 rows and the tile's block_cols keys. A
+    // k-step is 32 bytes of a row for either element size, so both take the
+    // same ldmatrix addresses.
     float s[s_tiles][4];
 #pragma unroll
     for (int j = 0; j < s_tiles; ++j) {
@@ -295,17 +347,24 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       for (int np = 0; np < s_tiles / 2; ++np) {
         std::uint32_t b[4];
         sm80::ldmatrix_x4(b, k_step + np * 16 * qk_row_bytes);
-        sm80::mma_16816<T>(s[2 * np], a, b[0], b[1]);
-        sm80::mma_16816<T>(s[2 * np + 1], a, b[2], b[3]);
+        if constexpr (e4m3) {
+          sm80::mma_16832_e4m3(s[2 * np], a, b[0], b[1]);
+          sm80::mma_16832_e4m3(s[2 * np + 1], a, b[2], b[3]);
+        } else {
+          sm80::mma_16816<T>(s[2 * np], a, b[0], b[1]);
+          sm80::mma_16816<T>(s[2 * np + 1], a, b[2], b[3]);
+        }
       }
     }
 
     // Online softmax; only tiles past the unmasked ones carry the mask code.
     float rescale[2];
     if (kt >= unmasked_tiles) {
-      detail::online_softmax<true, s_tiles, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, kt, key_end, lane);
+      detail::online_softmax<true, s_tiles, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, kt, key_end,
+                                                                  lane);
     } else {
-      detail::online_softmax<false, s_tiles, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, kt, key_end, lane);
+      detail::online_softmax<false, s_tiles, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, kt,
+                                                                   key_end, lane);
     }
 #pragma unroll
     for (int n = 0; n < o_tiles; ++n) {
@@ -327,13 +386,28 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
 #pragma unroll
     for (int ks = 0; ks < pv_steps; ++ks) {
       std::uint32_t a[4];
-      layout::p_fragment(a, s, ks, pack);
+      if constexpr (e4m3) {
+        layout::p_fragment_e4m3(a, s, ks, pack_e4m3);
 #pragma unroll
-      for (int np = 0; np < o_tiles / 2; ++np) {
-        std::uint32_t b[4];
-        sm80::ldmatrix_x4_trans(b, v_tile + ks * 16 * v_row_bytes + layout::step_group_offset(np) + a_cols[np % 4]);
-        sm80::mma_16816<T>(o[2 * np], a, b[0], b[1]);
-        sm80::mma_16816<T>(o[2 * np + 1], a, b[2], b[3]);
+        for (int c = 0; c < v_chunks; ++c) {
+          // Keys 32 ks + lane; chunk c swizzled by the row's low bits (lane % 8).
+          const std::uint32_t chunk = static_cast<std::uint32_t>((c / 8) * 128 + (((c % 8) ^ (lane % 8)) * 16));
+          std::uint32_t r[4];
+          sm80::ldmatrix_x4_trans(r, v_tile + ks * 32 * v_row_bytes + chunk);
+          sm80::mma_16832_e4m3(o[2 * c], a, sm80::byte_perm(r[0], r[1], layout::v_even_bytes),
+                               sm80::byte_perm(r[2], r[3], layout::v_even_bytes));
+          sm80::mma_16832_e4m3(o[2 * c + 1], a, sm80::byte_perm(r[0], r[1], layout::v_odd_bytes),
+                               sm80::byte_perm(r[2], r[3], layout::v_odd_bytes));
+        }
+      } else {
+        layout::p_fragment(a, s, ks, pack);
+#pragma unroll
+        for (int np = 0; np < o_tiles / 2; ++np) {
+          std::uint32_t b[4];
+          sm80::ldmatrix_x4_trans(b, v_tile + ks * 16 * v_row_bytes + layout::step_group_offset(np) + a_cols[np % 4]);
+          sm80::mma_16816<T>(o[2 * np], a, b[0], b[1]);
+          sm80::mma_16816<T>(o[2 * np + 1], a, b[2], b[3]);
+        }
       }
     }
   }
@@ -347,23 +421,37 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   // (Selecting between the pointer and &p.out_scale would let the compiler
   // copy the kernel arguments to local memory.)
   const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
+  // Output dims in adjacent pairs: pair i of a row is o[pair_tile(i)][2r +
+  // pair_half(i)] and o[pair_tile(i) + odd][...] at dim pair_col(i). For
+  // 16-bit inputs pair i is n-tile i; for e4m3 the even and odd mmas of chunk
+  // i / 2 hold dims 4t + 2h and 4t + 2h + 1, h = i % 2.
+  constexpr int pairs = o_tiles;
+  const auto pair_col = [lane](int i) {
+    return e4m3 ? (i / 2) * 16 + layout::e4m3_acc_dim(lane, i % 2, 0) : i * 8 + layout::acc_col(lane, 0);
+  };
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = sm80::quad_sum(row_sum[r]);
-    const float factor = gpu::output_factor(sum);
-    const float lse = gpu::natural_lse(row_max[r], sum);
+    const float factor = gpu::output_factor(sum) * v_descale;
+    const float lse = gpu::natural_lse(row_max[r], p_offset == 0 ? sum : sum * (1.0f / (1 << p_offset)));
     const int row = warp_row + layout::acc_row(lane, 2 * r);  // within the block
     if (row >= rows) continue;
+    const auto pair = [&](int i) {
+      if constexpr (e4m3) {
+        const int even = 2 * (i / 2), half = i % 2;
+        return gpu::FloatPair{o[even][2 * r + half] * factor, o[even + 1][2 * r + half] * factor};
+      } else {
+        return gpu::FloatPair{o[i][2 * r] * factor, o[i][2 * r + 1] * factor};
+      }
+    };
     const std::int64_t token = static_cast<std::int64_t>(q_start) + row0 + row;
     if (splits > 1) {
       // Split-KV: this key range's normalised output and LSE in float32, for the merge.
       float* partial = p.partial_out + ((static_cast<std::int64_t>(split) * p.q_tokens + token) * p.num_heads + head) *
                                            static_cast<std::int64_t>(HeadDimV);
 #pragma unroll
-      for (int n = 0; n < o_tiles; ++n) {
-        const int col = n * 8 + layout::acc_col(lane, 0);
-        *reinterpret_cast<gpu::FloatPair*>(partial + col) =
-            gpu::FloatPair{o[n][2 * r] * factor, o[n][2 * r + 1] * factor};
+      for (int i = 0; i < pairs; ++i) {
+        *reinterpret_cast<gpu::FloatPair*>(partial + pair_col(i)) = pair(i);
       }
       if (lane % 4 == 0) {
         p.partial_lse[(static_cast<std::int64_t>(split) * p.num_heads + head) * p.q_tokens + token] = lse;
@@ -372,16 +460,15 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
     }
     const std::int64_t out_offset = token * p.out_row_stride + static_cast<std::int64_t>(head) * p.out_head_stride;
 #pragma unroll
-    for (int n = 0; n < o_tiles; ++n) {
-      const int col = n * 8 + layout::acc_col(lane, 0);
-      const float lo = o[n][2 * r] * factor;
-      const float hi = o[n][2 * r + 1] * factor;
+    for (int i = 0; i < pairs; ++i) {
+      const int col = pair_col(i);
+      const gpu::FloatPair values = pair(i);
       if (p.out_fp8) {
-        const auto bits = static_cast<std::uint16_t>(numeric::float_to_fp8_e4m3(lo / out_scale) |
-                                                     (numeric::float_to_fp8_e4m3(hi / out_scale) << 8));
+        const auto bits = static_cast<std::uint16_t>(numeric::float_to_fp8_e4m3(values.lo / out_scale) |
+                                                     (numeric::float_to_fp8_e4m3(values.hi / out_scale) << 8));
         *reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + out_offset + col) = bits;
       } else {
-        *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(lo, hi);
+        *reinterpret_cast<std::uint32_t*>(static_cast<T*>(p.out) + out_offset + col) = pack(values.lo, values.hi);
       }
     }
     if (p.lse != nullptr && lane % 4 == 0) {

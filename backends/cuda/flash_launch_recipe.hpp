@@ -53,14 +53,17 @@ struct FlashLaunch {
 };
 
 // The recipe of the <dtype, HeadDimQk, HeadDimV, Causal> instantiation for
-// `params`; blocks == 0: nothing to launch. Raises Error(invalid_argument)
-// naming the kernel when the grid exceeds its limit.
+// `params` (`input` the dtype of q, k and v: dtype, or float8_e4m3);
+// blocks == 0: nothing to launch. Raises Error(invalid_argument) naming the
+// kernel when the grid exceeds its limit.
 template <int HeadDimQk, int HeadDimV, bool Causal>
-FlashLaunch plan_flash_launch(const gpu::FlashParams& params, DType dtype) {
+FlashLaunch plan_flash_launch(const gpu::FlashParams& params, DType dtype, DType input) {
   constexpr FlashTileConfig cfg = FlashTile<HeadDimQk, HeadDimV>::value;
   FlashLaunch launch;
-  launch.kernel = "flash_forward<" + std::string(dtype_name(dtype)) + ", " + std::to_string(HeadDimQk) + ", " +
-                  std::to_string(HeadDimV) + (Causal ? ", causal>" : ", non-causal>");
+  std::string types(dtype_name(dtype));
+  if (input != dtype) types = std::string(dtype_name(input)) + " -> " + types;
+  launch.kernel = "flash_forward<" + types + ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) +
+                  (Causal ? ", causal>" : ", non-causal>");
   launch.blocks = static_cast<std::int64_t>(params.num_work) * params.num_heads * params.num_splits;
   if (launch.blocks > INT_MAX) {
     raise(ErrorCategory::invalid_argument, launch.kernel + ": " + std::to_string(launch.blocks) +

@@ -27,6 +27,10 @@ MLA_HOST_DEVICE constexpr std::uint32_t tile_offset(int row, int chunk, int row_
   return static_cast<std::uint32_t>((row * row_chunks + swizzled) * 16);
 }
 
+// Chunks per shared-memory row for a row of `chunks`: whole groups of 8, so
+// the swizzle stays inside the row (192 e4m3 dims are 12 chunks, kept in 16).
+MLA_HOST_DEVICE constexpr int pitch_chunks(int chunks) { return (chunks + 7) / 8 * 8; }
+
 // Every ldmatrix row address in the kernel has row % 8 == lane % 8, so the
 // swizzled chunk of logical chunk 8 * group + i is 8 * group + (i ^ lane % 8):
 // the group part is a compile-time offset and a lane needs only 4 values for
@@ -73,5 +77,42 @@ MLA_HOST_DEVICE constexpr void p_fragment(std::uint32_t (&a)[4], const float (&s
   a[2] = pack(s[2 * k_step + 1][0], s[2 * k_step + 1][1]);
   a[3] = pack(s[2 * k_step + 1][2], s[2 * k_step + 1][3]);
 }
+
+// e4m3 (mma.sync m16n8k32): a thread's S accumulators of n-tiles 4ks..4ks+3
+// hold keys 8j + 2t and 8j + 2t + 1 of the key step; the A operand wants four
+// consecutive k per register. Rather than move bytes between lanes, the key
+// step's keys are permuted: A position 4t + i (and 16 + 4t + i) holds key
+// 2t, 2t + 1, 2t + 8, 2t + 9 (plus 16) for i = 0..3, which V's B fragment
+// repeats (v_e4m3_fragment). `pack(a, b, c, d)` puts `a` in the lowest byte.
+template <int Tiles, class Pack>
+MLA_HOST_DEVICE constexpr void p_fragment_e4m3(std::uint32_t (&a)[4], const float (&s)[Tiles][4], int k_step,
+                                               Pack pack) {
+  const int j = 4 * k_step;
+  a[0] = pack(s[j][0], s[j][1], s[j + 1][0], s[j + 1][1]);
+  a[1] = pack(s[j][2], s[j][3], s[j + 1][2], s[j + 1][3]);
+  a[2] = pack(s[j + 2][0], s[j + 2][1], s[j + 3][0], s[j + 3][1]);
+  a[3] = pack(s[j + 2][2], s[j + 2][3], s[j + 3][2], s[j + 3][3]);
+}
+
+// The key of A position k (0..31) of an e4m3 key step, as p_fragment_e4m3 lays it.
+MLA_HOST_DEVICE constexpr int e4m3_step_key(int k) {
+  const int i = k % 4, t = (k % 16) / 4;
+  return (k / 16) * 16 + 2 * t + i % 2 + (i / 2) * 8;
+}
+
+// V's B operands for one e4m3 key step and one 16-byte column chunk, from
+// ldmatrix.x4.trans of the step's 32 keys (matrix m: keys 8m..8m+7, lane l
+// giving key l's row): register m holds, for the lane's t and g, keys
+// 8m + 2t and 8m + 2t + 1 at dims 2g and 2g + 1 of the chunk (bytes: key 2t
+// dim 2g, key 2t dim 2g + 1, key 2t + 1 dim 2g, key 2t + 1 dim 2g + 1).
+// Two byte permutes give the permuted keys of p_fragment_e4m3 for dim 2g
+// (even) and dim 2g + 1 (odd): the even mma's output column c is dim 2c of
+// the chunk and the odd one's 2c + 1.
+inline constexpr std::uint32_t v_even_bytes = 0x6420;
+inline constexpr std::uint32_t v_odd_bytes = 0x7531;
+
+// Dim (within its 16-dim chunk) of accumulator element e of the even (odd = 0)
+// or odd (odd = 1) mma of an e4m3 chunk.
+MLA_HOST_DEVICE constexpr int e4m3_acc_dim(int lane, int e, int odd) { return 2 * acc_col(lane, e) + odd; }
 
 }  // namespace mla::cuda_flash::layout

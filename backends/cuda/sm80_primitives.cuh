@@ -14,10 +14,12 @@
 
 namespace mla::cuda_flash {
 
-// The DType of a kernel's element type (__nv_bfloat16 or __half), for the
-// host side of its launches (the launch recipes take a DType).
+// The DType of a kernel's element type (__nv_bfloat16, __half or
+// __nv_fp8_e4m3), for the host side of its launches (the recipes take a DType).
 template <class T>
-inline constexpr DType element_dtype = std::is_same_v<T, __nv_bfloat16> ? DType::bfloat16 : DType::float16;
+inline constexpr DType element_dtype = std::is_same_v<T, __nv_bfloat16>   ? DType::bfloat16
+                                       : std::is_same_v<T, __nv_fp8_e4m3> ? DType::float8_e4m3
+                                                                          : DType::float16;
 
 }  // namespace mla::cuda_flash
 

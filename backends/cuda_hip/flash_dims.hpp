@@ -1,5 +1,6 @@
-// The MLA dims (from flash_shapes.def) and the input dtypes both GPU flash
-// backends serve: HIP_FLASH promises what CUDA_FLASH does.
+// The MLA dims (from flash_shapes.def) and the 16-bit input dtypes every GPU
+// flash backend serves; CUDA_FLASH also takes float8_e4m3 inputs (sm_89 and
+// sm_120+, flash_e4m3_dtypes).
 #pragma once
 
 #include "mla/tensor.hpp"
@@ -15,11 +16,14 @@ inline constexpr MlaDims flash_dims[] = {
 // The kernels are instantiated for these; float32 stays on the host backends.
 inline constexpr DType flash_dtypes[] = {DType::float16, DType::bfloat16};
 
-constexpr bool is_flash_dtype(DType dtype) {
+// CUDA_FLASH's: the 16-bit ones and e4m3 inputs.
+inline constexpr DType flash_e4m3_dtypes[] = {DType::float16, DType::bfloat16, DType::float8_e4m3};
+
+constexpr bool is_flash_dtype(DType dtype, bool e4m3_inputs = false) {
   for (DType served : flash_dtypes) {
     if (served == dtype) return true;
   }
-  return false;
+  return e4m3_inputs && dtype == DType::float8_e4m3;
 }
 
 }  // namespace mla::gpu

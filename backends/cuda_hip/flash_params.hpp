@@ -7,11 +7,23 @@
 #include <cstdint>
 
 #include "cuda_hip/work_schedule.hpp"
+#include "mla/detail/host_device.hpp"
 
 namespace mla::gpu {
 
+// One descale of float8_e4m3 inputs (docs/contract.md §4): `value` times,
+// when `values` is set, the float32 read there (device memory, when the
+// kernel runs) at head * head_stride; head_stride 0: one value for every head.
+struct KernelDescale {
+  float value = 1.0f;
+  const float* values = nullptr;
+  std::int64_t head_stride = 0;
+
+  MLA_HOST_DEVICE float at(int head) const { return values == nullptr ? value : value * values[head * head_stride]; }
+};
+
 struct FlashParams {
-  const void* q = nullptr;  // [Nq, H, dqk]
+  const void* q = nullptr;  // [Nq, H, dqk]; strides below in elements of q's dtype
   const void* k = nullptr;  // [Nk, H, dqk]
   const void* v = nullptr;  // [Nk, H, dv]
   void* out = nullptr;      // [Nq, H, dv] in q's dtype, or float8_e4m3 when out_fp8
@@ -52,6 +64,11 @@ struct FlashParams {
   float out_scale = 1.0f;  // fp8 output is saturate(out / out_scale)
   // When set, the scale is read from here (device memory) instead of out_scale.
   const float* out_scale_ptr = nullptr;
+
+  // q, k and v are float8_e4m3 bytes (the kernel's type then names the
+  // output), each value standing for itself times its head's descale.
+  bool e4m3_inputs = false;
+  KernelDescale q_descale, k_descale, v_descale;
 
   // Split-KV (cuda_hip/split_kv.hpp): with num_splits > 1 every (work item,
   // head) runs as num_splits blocks over consecutive ranges of its key tiles

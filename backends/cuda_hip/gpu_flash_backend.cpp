@@ -75,6 +75,20 @@ std::string describe_launch(const AttentionPlan& plan, const FlashPlan& flash, s
   return text + ", " + std::to_string(phase.splits) + (phase.splits == 1 ? " split" : " splits");
 }
 
+// A descale as the kernel reads it: the host value, or the tensor's data
+// with a head stride (0 for one value; the shared checks took its shape).
+KernelDescale kernel_descale(const Descale& descale) {
+  KernelDescale d;
+  if (!descale.is_tensor()) {
+    d.value = descale.value;
+    return d;
+  }
+  const TensorView elements = descale.elements();
+  d.values = static_cast<const float*>(elements.data);
+  d.head_stride = elements.shape[0] == 1 ? 0 : elements.stride[0];
+  return d;
+}
+
 }  // namespace
 
 GpuFlashBackend::GpuFlashBackend(const BackendParams& params, const FlashVendor& vendor)
@@ -235,6 +249,12 @@ void GpuFlashBackend::attend(Queue& queue, const AttentionCall& call) const {
   p.out_fp8 = call.out_scale.has_value();
   p.out_scale = call.out_scale ? call.out_scale->value : 1.0f;
   p.out_scale_ptr = call.out_scale ? call.out_scale->device : nullptr;
+  p.e4m3_inputs = params().dtype == DType::float8_e4m3;
+  if (call.descales) {
+    p.q_descale = kernel_descale(call.descales->q);
+    p.k_descale = kernel_descale(call.descales->k);
+    p.v_descale = kernel_descale(call.descales->v);
+  }
   const int splits = flash->phases[index].splits;
   if (splits > 1) {
     const auto values = static_cast<std::size_t>(splits) * static_cast<std::size_t>(p.q_tokens * p.num_heads);
@@ -244,7 +264,8 @@ void GpuFlashBackend::attend(Queue& queue, const AttentionCall& call) const {
     p.partial_out = reinterpret_cast<float*>(base + (values * sizeof(float) + 15) / 16 * 16);
   }
   if (log_level() <= LogLevel::debug) log(LogLevel::debug, describe_launch(*call.plan, *flash, index, call.operation));
-  vendor_.launch(queue, p, params().dtype, flash->kernel);
+  // The kernel's type is the output's (the inputs' too, but for e4m3 inputs).
+  vendor_.launch(queue, p, params().output_dtype(), flash->kernel);
 }
 
 }  // namespace mla::gpu

@@ -52,7 +52,8 @@ struct TableRow {
   std::size_t shared_bytes = 0;
 };
 
-// The chooser both vendors share, asking in this order: the dtype, the table
+// The chooser both vendors share, asking in this order: the dtype (16-bit,
+// or also float8_e4m3 inputs when the kernel has `e4m3_inputs`), the table
 // row, then on a given device the vendor's own refusal (`device_refusal`,
 // empty when it runs there) and the shared memory (`memory_name`, "shared
 // memory" or "LDS"). Only a real device's shared memory is compared: a
@@ -60,10 +61,12 @@ struct TableRow {
 // limit, and a device that reports none is not refused for it.
 template <class DeviceRefusal>
 KernelChoice choose_from_table(const KernelRequest& request, const TableRow& row, DeviceRefusal device_refusal,
-                               const char* memory_name) {
+                               const char* memory_name, bool e4m3_inputs = false) {
   KernelChoice choice;
-  if (!is_flash_dtype(request.dtype)) {
-    choice.refusal = "supports float16 and bfloat16; got " + std::string(dtype_name(request.dtype));
+  if (!is_flash_dtype(request.dtype, e4m3_inputs)) {
+    choice.refusal = std::string(e4m3_inputs ? "supports float16, bfloat16 and float8_e4m3 inputs; got "
+                                             : "supports float16 and bfloat16; got ") +
+                     std::string(dtype_name(request.dtype));
     return choice;
   }
   if (!row.found) {

@@ -75,9 +75,17 @@ class Conformance : public ::testing::TestWithParam<ConformanceShape> {
   int v_dim() const { return GetParam().dims.v_head_dim; }
   DType dtype() const { return GetParam().dtype; }
   // The bounds of §6 for the shape: float8_e4m3 inputs are held to their
-  // output dtype's (REFERENCE and KOKKOS compute their products exactly or
-  // in fp32).
-  Tolerance tolerance() const { return tolerance_for(params_.output_dtype()); }
+  // output dtype's on REFERENCE and KOKKOS (their products exact or in fp32),
+  // and the GPU kernels, which round P to e4m3 for the P V product, to
+  // fp8_p_relative for out.
+  Tolerance tolerance() const {
+    Tolerance bound = tolerance_for(params_.output_dtype());
+    if (params_.dtype == DType::float8_e4m3 && gpu_kernel_under_test()) bound.out_relative = fp8_p_relative;
+    return bound;
+  }
+  // CUDA_FLASH, HIP_FLASH or HOPPER_FLASH, on a GPU or emulated: kernels that
+  // read descale tensors on the device, where no value can be checked.
+  bool gpu_kernel_under_test() const { return description_.name.find("_FLASH") != std::string::npos; }
 
   // Random data in [lo, hi] in the shape's dtype; strides empty = contiguous.
   HostTensor random_tensor(std::vector<std::int64_t> shape, float lo, float hi, std::vector<std::int64_t> strides = {},

@@ -99,6 +99,10 @@ struct Tolerance {
 Tolerance tolerance_for(DType input_dtype);
 // fp8 output: one e4m3 step is 1/8 relative; norm error far below that.
 inline constexpr double fp8_out_relative = 1e-1;
+// float8_e4m3 inputs on a GPU kernel: P is rounded to e4m3 (3 mantissa bits,
+// about 2% rms per weight) for the P V product; measured up to 2.5e-2 on the
+// conformance data (§6).
+inline constexpr double fp8_p_relative = 5e-2;
 
 // Compares an attention / merge result with the reference on the host.
 // `lse` may be an empty view (not requested); `ref_lse` is always given and

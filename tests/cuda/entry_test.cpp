@@ -24,7 +24,7 @@ TEST(CudaFlashEntry, DescribesItself) {
   const BackendEntry entry = detail::cuda_flash_backend_entry();
   const BackendDescription& d = entry.description;
   EXPECT_EQ(d.name, "CUDA_FLASH");
-  EXPECT_EQ(d.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16}));
+  EXPECT_EQ(d.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16, DType::float8_e4m3}));
   const std::vector<MlaDims> expected_dims = {{128, 64, 128}, {64, 64, 128}, {192, 64, 256}};
   EXPECT_EQ(d.dims, expected_dims);
   EXPECT_TRUE(d.fp8_output);
@@ -126,6 +126,24 @@ TEST(CudaArchCoverage, RealAndVirtualEntries) {
   EXPECT_FALSE(architectures_cover("80,90", amd));
   EXPECT_EQ(cuda_flash::architectures_gap("80,90", nvidia(7, 5)),
             "no code in this build for sm_75 (CUDA architectures 80,90)");
+}
+
+// The fp8-input kernels run from sm_89 and sm_120+ code only.
+TEST(CudaArchCoverage, E4m3NeedsLoadedCodeOfSm89OrNewer) {
+  using cuda_flash::architectures_run_e4m3;
+  EXPECT_FALSE(architectures_run_e4m3("80,90", nvidia(8, 9)));  // sm_80 SASS is loaded on 8.9
+  EXPECT_TRUE(architectures_run_e4m3("80,89,90", nvidia(8, 9)));
+  EXPECT_TRUE(architectures_run_e4m3("80-virtual,89-virtual", nvidia(8, 9)));  // compute_89 PTX
+  EXPECT_FALSE(architectures_run_e4m3("80-real,90-real", nvidia(8, 9)));
+  EXPECT_FALSE(architectures_run_e4m3("80,90", nvidia(12, 0)));  // compute_90 PTX, JIT-compiled: the stub
+  EXPECT_TRUE(architectures_run_e4m3("80,90,120", nvidia(12, 0)));
+  EXPECT_TRUE(architectures_run_e4m3("120-virtual", nvidia(12, 1)));
+  EXPECT_TRUE(architectures_run_e4m3("native", nvidia(8, 9)));
+  EXPECT_EQ(cuda_flash::e4m3_code_gap("80,90", nvidia(8, 9)),
+            "fp8 inputs on sm_89 need code for sm_89 in this build (CUDA architectures 80,90; add 89)");
+  EXPECT_EQ(cuda_flash::e4m3_code_gap("80,90", nvidia(12, 0)),
+            "fp8 inputs on sm_120 need code for sm_120 or newer in this build (CUDA architectures 80,90; add 120)");
+  EXPECT_EQ(cuda_flash::e4m3_code_gap("80,89,90", nvidia(8, 9)), "");
 }
 
 }  // namespace

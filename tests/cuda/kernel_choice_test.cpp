@@ -69,13 +69,38 @@ TEST(KernelChoice, CudaRefusesDtypeThenDimsThenDevice) {
   const MlaDims odd{96, 32, 100};
   // The dtype is asked first, so float32 with odd dims names the dtype.
   EXPECT_EQ(cuda_flash::choose_kernel({DType::float32, odd, nullptr}).refusal,
-            "supports float16 and bfloat16; got float32");
+            "supports float16, bfloat16 and float8_e4m3 inputs; got float32");
   EXPECT_EQ(cuda_flash::choose_kernel({DType::bfloat16, odd, nullptr}).refusal,
             "has no kernel for " + to_string(odd) + " (qk head dim 128, v head dim 100)");
   const DeviceCapability turing = nvidia(7, 64 * 1024);
   const std::string refusal = cuda_flash::choose_kernel({DType::bfloat16, deepseek_dims, &turing}).refusal;
   EXPECT_EQ(refusal, cuda_flash::device_gap(turing));
   EXPECT_NE(refusal.find("compute capability 8.0 or newer"), std::string::npos) << refusal;
+}
+
+// fp8 inputs: the kernel exists for every shape; 8.9 and 12.0+ run it, a
+// device below 8.9 or of 9.x-11.x (no native mma.sync on e4m3) is refused
+// with its own reason.
+TEST(KernelChoice, CudaTakesFp8InputsFromComputeCapability89) {
+  ASSERT_TRUE(cuda_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, nullptr}).supported());
+  const DeviceCapability ampere = nvidia(8, 0);  // no shared memory reported: not refused for it
+  const std::string refusal = cuda_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, &ampere}).refusal;
+  EXPECT_EQ(refusal.rfind("fp8 inputs need compute capability 8.9, or 12.0 and newer", 0), 0U) << refusal;
+  EXPECT_TRUE(cuda_flash::choose_kernel({DType::bfloat16, deepseek_dims, &ampere}).supported());
+  DeviceCapability ada = nvidia(8, 0);
+  ada.minor = 9;
+  EXPECT_TRUE(cuda_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, &ada}).supported());
+  EXPECT_TRUE(cuda_flash::choose_kernel({DType::float8_e4m3, {192, 64, 256}, &ada}).supported());
+  for (int major : {9, 10, 11}) {
+    const DeviceCapability data_center = nvidia(major, 0);
+    EXPECT_FALSE(cuda_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, &data_center}).supported()) << major;
+    EXPECT_TRUE(cuda_flash::choose_kernel({DType::bfloat16, deepseek_dims, &data_center}).supported()) << major;
+  }
+  const DeviceCapability consumer_blackwell = nvidia(12, 0);
+  EXPECT_TRUE(cuda_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, &consumer_blackwell}).supported());
+  // HIP_FLASH has no fp8-input kernel.
+  EXPECT_EQ(hip_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, nullptr}).refusal,
+            "supports float16 and bfloat16; got float8_e4m3");
 }
 
 TEST(KernelChoice, CudaRefusesADeviceWithTooLittleSharedMemory) {

@@ -99,6 +99,11 @@ struct Availability {
 struct BackendDescription {
   std::string name;  // "REFERENCE", "CUDA_FLASH", ...
   std::vector<DType> dtypes{DType::float16, DType::bfloat16};
+  // Why a listed dtype does not run on a device the backend supports (empty:
+  // it does), e.g. CUDA_FLASH's float8_e4m3 inputs below compute capability
+  // 8.9. validate() asks it in every build, after the dtype check. Empty: every
+  // listed dtype runs on every supported device.
+  std::function<std::string(DType dtype, const DeviceCapability& device)> dtype_refusal;
   std::vector<MlaDims> dims;                                         // empty: any dims
   std::function<bool(const DeviceCapability&)> supports_capability;  // empty: any
   std::function<Availability()> availability;                        // empty: always available

@@ -177,8 +177,12 @@ std::vector<std::string> validate(const BackendDescription& description, const D
   std::vector<std::string> reasons;
   const bool capability_ok = !description.supports_capability || description.supports_capability(capability);
   if (!capability_ok) reasons.push_back("compute capability " + capability.capability_string() + " not supported");
-  if (!contains(description.dtypes, config.dtype))
+  if (!contains(description.dtypes, config.dtype)) {
     reasons.push_back("dtype " + std::string(dtype_name(config.dtype)) + " not supported");
+  } else if (capability_ok && description.dtype_refusal) {
+    std::string refusal = description.dtype_refusal(config.dtype, capability);
+    if (!refusal.empty()) reasons.push_back("dtype " + std::string(dtype_name(config.dtype)) + ": " + refusal);
+  }
   Availability availability = description.availability ? description.availability() : Availability{};
   // Device code is only worth asking about on a device the backend supports in a build that has it.
   if (availability.available && capability_ok && description.device_availability)

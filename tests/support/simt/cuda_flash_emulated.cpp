@@ -27,10 +27,10 @@ using gpu::FlashParams;
 // fill 128 KiB) and the grouped block order runs.
 constexpr std::size_t emulated_l2_bytes = 256 * 1024;
 
-template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In>
 void run(const FlashParams& params) {
-  constexpr DType dtype = cuda_flash::element_dtype<T>;
-  const cuda_flash::FlashLaunch recipe = cuda_flash::plan_flash_launch<HeadDimQk, HeadDimV, Causal>(params, dtype);
+  const cuda_flash::FlashLaunch recipe = cuda_flash::plan_flash_launch<HeadDimQk, HeadDimV, Causal>(
+      params, cuda_flash::element_dtype<T>, cuda_flash::element_dtype<In>);
   if (recipe.blocks == 0) return;
   LaunchConfig config;
   config.kernel = recipe.kernel;
@@ -43,15 +43,21 @@ void run(const FlashParams& params) {
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
   gpu::FlashParams grouped = params;
   grouped.head_group = cuda_flash::flash_head_group(params, emulated_l2_bytes, HeadDimQk, HeadDimV);
-  launch(config, [&grouped] { cuda_flash::flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal>(grouped); });
+  launch(config, [&grouped] { cuda_flash::flash_forward_kernel<T, HeadDimQk, HeadDimV, Causal, In>(grouped); });
+}
+
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+void run_inputs(const FlashParams& params) {
+  if (params.e4m3_inputs) return run<T, HeadDimQk, HeadDimV, Causal, __nv_fp8_e4m3>(params);
+  run<T, HeadDimQk, HeadDimV, Causal, T>(params);
 }
 
 template <class T, std::size_t... Row>
 void dispatch(const FlashParams& params, int head_dim_qk, int head_dim_v, std::index_sequence<Row...>) {
   constexpr auto& rows = cuda_flash::flash_tile_configs;
   const bool launched = ((rows[Row].head_dim_qk == head_dim_qk && rows[Row].head_dim_v == head_dim_v &&
-                          (params.causal ? run<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, true>(params)
-                                         : run<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, false>(params),
+                          (params.causal ? run_inputs<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, true>(params)
+                                         : run_inputs<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, false>(params),
                            true)) ||
                          ...);
   if (!launched) {
@@ -73,7 +79,7 @@ std::vector<MemoryRange> flash_input_ranges(const FlashParams& params, int head_
   const auto span = [&](const void* base, std::int64_t rows, std::int64_t row_stride, std::int64_t head_stride, int dim,
                         const char* what) {
     const std::int64_t elements = rows == 0 ? 0 : (rows - 1) * row_stride + (params.num_heads - 1) * head_stride + dim;
-    return MemoryRange{base, static_cast<std::size_t>(elements) * 2, what};
+    return MemoryRange{base, static_cast<std::size_t>(elements) * (params.e4m3_inputs ? 1 : 2), what};
   };
   return {span(params.q, end_q, params.q_row_stride, params.q_head_stride, head_dim_qk, "q"),
           span(params.k, end_k, params.k_row_stride, params.k_head_stride, head_dim_qk, "k"),

@@ -83,10 +83,16 @@ constexpr gpu::FlashVendor hip_gfx90a_vendor = hip_vendor<AmdTarget::gfx90a>("HI
 constexpr gpu::FlashVendor hip_gfx908_vendor = hip_vendor<AmdTarget::gfx908>("HIP_FLASH (emulated gfx908)");
 constexpr gpu::FlashVendor hip_gfx942_vendor = hip_vendor<AmdTarget::gfx942>("HIP_FLASH (emulated gfx942)");
 
-BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability) {
+// `e4m3_inputs`: the vendor's kernel takes float8_e4m3 inputs (CUDA_FLASH's;
+// the emulated device stands for an sm_89 part).
+BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability, bool e4m3_inputs = false) {
   BackendDescription description;
   description.name = vendor.backend_name;
-  description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
+  if (e4m3_inputs) {
+    description.dtypes.assign(std::begin(gpu::flash_e4m3_dtypes), std::end(gpu::flash_e4m3_dtypes));
+  } else {
+    description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
+  }
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.fp8_output = true;
   description.queue_kinds = {vendor.queue_backend};
@@ -102,7 +108,7 @@ BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability
 
 }  // namespace
 
-BackendEntry emulated_cuda_flash_entry() { return entry_for(cuda_vendor, Availability{}); }
+BackendEntry emulated_cuda_flash_entry() { return entry_for(cuda_vendor, Availability{}, true); }
 
 BackendEntry emulated_hip_flash_entry(AmdTarget target) {
   const Availability availability =

@@ -60,6 +60,30 @@ inline void mma_16832_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint
   simt::mma_m16n8k32_e4m3(d, a, b0, b1, {file, line});
 }
 
+// prmt.b32 in its default mode: byte i of the result is byte n = (selector >>
+// 4i) & 7 of {y, x} (x bytes 0-3), or that byte's sign bit repeated when bit 3
+// of the nibble is set.
+inline std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t selector) {
+  const std::uint64_t bytes = (static_cast<std::uint64_t>(y) << 32) | x;
+  std::uint32_t result = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t nibble = (selector >> (4 * i)) & 0xfu;
+    auto byte = static_cast<std::uint32_t>((bytes >> (8 * (nibble & 7u))) & 0xffu);
+    if ((nibble & 8u) != 0) byte = (byte & 0x80u) != 0 ? 0xffu : 0u;
+    result |= byte << (8 * i);
+  }
+  return result;
+}
+
+// cvt.rn.satfinite.e4m3x2.f32 twice: four floats to e4m3 with saturation,
+// `a` in the lowest byte (the shared codec rounds and saturates the same way).
+inline std::uint32_t pack_e4m3x4(float a, float b, float c, float d) {
+  return static_cast<std::uint32_t>(numeric::float_to_fp8_e4m3(a)) |
+         (static_cast<std::uint32_t>(numeric::float_to_fp8_e4m3(b)) << 8) |
+         (static_cast<std::uint32_t>(numeric::float_to_fp8_e4m3(c)) << 16) |
+         (static_cast<std::uint32_t>(numeric::float_to_fp8_e4m3(d)) << 24);
+}
+
 // ex2.approx.ftz.f32: denormal inputs read as 0, denormal results become 0;
 // the host's exp2f stands in for the unit's approximation (within 2 ulp).
 inline float exp2_ftz(float x) {

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -88,6 +89,33 @@ __device__ inline void mma_16832_e4m3(float (&d)[4], const std::uint32_t (&a)[4]
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Bytes of {y, x} picked by the selector's four nibbles (prmt.b32): byte i of
+// the result is byte (selector >> 4i) & 7 of x (0-3) or y (4-7).
+__device__ inline std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t selector) {
+  return __byte_perm(x, y, selector);
+}
+
+// Four floats rounded to nearest e4m3 with saturation to ±448 (NaN stays
+// NaN), `a` in the lowest byte: the A operand of mma m16n8k32 from fp32
+// values. sm_89 and newer, like the mma that reads it (whose only caller,
+// the e4m3 kernel, is compiled for sm_89 and sm_120+ alone).
+__device__ inline std::uint32_t pack_e4m3x4(float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  (void)a;
+  (void)b;
+  (void)c;
+  (void)d;
+  __trap();
+  return 0;
+#else
+  // cvt puts its first source in the upper byte.
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(b), "f"(a));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(d), "f"(c));
+  return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
 #endif
 }
 
