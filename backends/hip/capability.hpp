@@ -60,6 +60,20 @@ inline std::string device_gap(const DeviceCapability& device) {
          device.describe();
 }
 
+// float8_e4m3 inputs: CDNA3's v_mfma_f32_32x32x16_fp8_fp8 (gfx940-942), which
+// reads FNUZ e4m3 (the kernel converts OCP bytes as it stages them). gfx950
+// reads OCP bytes with other instructions: not served yet.
+inline bool supports_e4m3_inputs(const DeviceCapability& device) {
+  return supports_device(device) && (device.arch == "gfx940" || device.arch == "gfx941" || device.arch == "gfx942");
+}
+
+// Empty when supports_e4m3_inputs(device); otherwise why not.
+inline std::string e4m3_device_gap(const DeviceCapability& device) {
+  if (supports_e4m3_inputs(device)) return {};
+  if (!supports_device(device)) return device_gap(device);
+  return "fp8 inputs need CDNA3's fp8 MFMA (gfx940, gfx941, gfx942); the queue's device is " + device.describe();
+}
+
 // "gfx90a,gfx908" -> {"gfx90a", "gfx908"}.
 inline std::vector<std::string> split_arch_list(std::string_view list) {
   std::vector<std::string> archs;

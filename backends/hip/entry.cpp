@@ -38,7 +38,10 @@ Availability device_code_for(const DeviceCapability& capability) {
 BackendEntry hip_flash_backend_entry() {
   BackendDescription description;
   description.name = "HIP_FLASH";
-  description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
+  description.dtypes.assign(std::begin(gpu::flash_e4m3_dtypes), std::end(gpu::flash_e4m3_dtypes));
+  description.dtype_refusal = [](DType dtype, const DeviceCapability& device) {
+    return dtype == DType::float8_e4m3 ? hip_flash::e4m3_device_gap(device) : std::string();
+  };
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.supports_capability = hip_flash::supports_device;
   description.fp8_output = true;

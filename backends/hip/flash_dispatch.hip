@@ -15,11 +15,12 @@
 namespace mla::hip_flash {
 namespace {
 
-template <DType D, TileFamily Family>
+// E4m3: float8_e4m3 inputs, D the output dtype (CDNA3 only).
+template <DType D, TileFamily Family, bool E4m3 = false>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, gpu::Stream stream) {
 #define MLA_FLASH_SHAPE(nope, rope, v)                     \
   if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
-    return launch_flash_forward<D, (nope) + (rope), (v), Family>(params, stream);
+    return launch_flash_forward<D, (nope) + (rope), (v), Family, E4m3>(params, stream);
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
   raise(ErrorCategory::internal, "HIP_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
@@ -36,11 +37,15 @@ void launch_flash_attention(Queue& queue, const gpu::FlashParams& params, DType 
   const gpu::Stream stream = gpu::stream_of(queue);
   using hip_flash::TileFamily;
   const bool cdna3 = hip_flash::tile_family(queue.capability().arch) == TileFamily::cdna3;
-  const auto launch = cdna3
-                          ? (dtype == DType::bfloat16 ? hip_flash::launch_for_dims<DType::bfloat16, TileFamily::cdna3>
-                                                      : hip_flash::launch_for_dims<DType::float16, TileFamily::cdna3>)
-                          : (dtype == DType::bfloat16 ? hip_flash::launch_for_dims<DType::bfloat16, TileFamily::cdna12>
-                                                      : hip_flash::launch_for_dims<DType::float16, TileFamily::cdna12>);
+  // The chooser let e4m3 inputs through on gfx940-942 only (CDNA3).
+  const auto launch =
+      params.e4m3_inputs
+          ? (dtype == DType::bfloat16 ? hip_flash::launch_for_dims<DType::bfloat16, TileFamily::cdna3, true>
+                                      : hip_flash::launch_for_dims<DType::float16, TileFamily::cdna3, true>)
+      : cdna3 ? (dtype == DType::bfloat16 ? hip_flash::launch_for_dims<DType::bfloat16, TileFamily::cdna3>
+                                          : hip_flash::launch_for_dims<DType::float16, TileFamily::cdna3>)
+              : (dtype == DType::bfloat16 ? hip_flash::launch_for_dims<DType::bfloat16, TileFamily::cdna12>
+                                          : hip_flash::launch_for_dims<DType::float16, TileFamily::cdna12>);
   launch(params, kernel.head_dim_qk, kernel.head_dim_v, stream);
   if (params.num_splits > 1) {
     split_merge::merge_splits_with(

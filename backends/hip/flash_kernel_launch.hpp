@@ -24,12 +24,13 @@ namespace mla::hip_flash {
 
 using gpu::FlashParams;
 
-template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family>
+// E4m3: float8_e4m3 inputs (CDNA3 only), D the output dtype.
+template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3 = false>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
-  const FlashLaunch launch = plan_flash_launch<D, HeadDimQk, HeadDimV, Family>(params);
+  const FlashLaunch launch = plan_flash_launch<D, HeadDimQk, HeadDimV, Family, E4m3>(params);
   if (launch.empty()) return;
   const dim3 grid(launch.grid[0], launch.grid[1], launch.grid[2]);
-  flash_forward_kernel<D, HeadDimQk, HeadDimV, Family><<<grid, launch.threads, 0, stream>>>(params);
+  flash_forward_kernel<D, HeadDimQk, HeadDimV, Family, E4m3><<<grid, launch.threads, 0, stream>>>(params);
   gpu::check_launch(launch.kernel, launch.describe(params));
 }
 
@@ -37,9 +38,13 @@ void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
 #define MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, F)                                                           \
   extern template void launch_flash_forward<DType::bfloat16, QK, V, F>(const FlashParams&, gpu::Stream); \
   extern template void launch_flash_forward<DType::float16, QK, V, F>(const FlashParams&, gpu::Stream);
-#define MLA_HIP_FLASH_DECLARE(QK, V)                      \
-  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna12) \
-  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna3)
+#define MLA_HIP_FLASH_DECLARE(QK, V)                                                                             \
+  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna12)                                                        \
+  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna3)                                                         \
+  extern template void launch_flash_forward<DType::bfloat16, QK, V, TileFamily::cdna3, true>(const FlashParams&, \
+                                                                                             gpu::Stream);       \
+  extern template void launch_flash_forward<DType::float16, QK, V, TileFamily::cdna3, true>(const FlashParams&,  \
+                                                                                            gpu::Stream);
 #define MLA_FLASH_SHAPE(nope, rope, v) MLA_HIP_FLASH_DECLARE((nope) + (rope), (v))
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
@@ -55,6 +60,10 @@ void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
 MLA_HIP_FLASH_INSTANTIATE(TileFamily::cdna12)
 MLA_HIP_FLASH_INSTANTIATE(TileFamily::cdna3)
 #undef MLA_HIP_FLASH_INSTANTIATE
+template void launch_flash_forward<DType::bfloat16, MLA_FLASH_QK, MLA_FLASH_V, TileFamily::cdna3, true>(
+    const FlashParams&, gpu::Stream);
+template void launch_flash_forward<DType::float16, MLA_FLASH_QK, MLA_FLASH_V, TileFamily::cdna3, true>(
+    const FlashParams&, gpu::Stream);
 #endif
 
 }  // namespace mla::hip_flash

@@ -24,12 +24,14 @@ struct FlashLaunch {
   }
 };
 
-template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family>
+// E4m3: float8_e4m3 inputs, D the output dtype.
+template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3 = false>
 FlashLaunch plan_flash_launch(const gpu::FlashParams& params) {
   constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV, Family>();
   FlashLaunch launch;
-  launch.kernel = "hip_flash_forward<" + std::string(dtype_name(D)) + ", " + std::to_string(HeadDimQk) + ", " +
-                  std::to_string(HeadDimV) + ", " + tile_family_name(Family) + ">";
+  launch.kernel = "hip_flash_forward<" + std::string(E4m3 ? "float8_e4m3 -> " : "") + std::string(dtype_name(D)) +
+                  ", " + std::to_string(HeadDimQk) + ", " + std::to_string(HeadDimV) + ", " + tile_family_name(Family) +
+                  ">";
   launch.grid[0] = static_cast<unsigned>(params.num_work);
   launch.grid[1] = static_cast<unsigned>(params.num_heads);
   launch.grid[2] = static_cast<unsigned>(params.num_splits);

@@ -31,7 +31,12 @@ inline gpu::KernelChoice choose_family_kernel(const gpu::KernelRequest& request,
           find_flash_tile_config(request.dims.qk_head_dim(), request.dims.v_head_dim, family)) {
     row = {true, {tile->head_dim_qk, tile->head_dim_v, tile->block_rows(), tile->block_cols}, tile->lds_bytes()};
   }
-  return gpu::choose_from_table(request, row, wave64_device_gap, "LDS");
+  const auto refusal = [&request](const DeviceCapability& device) {
+    std::string gap = wave64_device_gap(device);
+    if (gap.empty() && request.dtype == DType::float8_e4m3) gap = e4m3_device_gap(device);
+    return gap;
+  };
+  return gpu::choose_from_table(request, row, refusal, "LDS", true);
 }
 
 inline gpu::KernelChoice choose_kernel(const gpu::KernelRequest& request) {

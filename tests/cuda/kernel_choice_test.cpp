@@ -98,9 +98,19 @@ TEST(KernelChoice, CudaTakesFp8InputsFromComputeCapability89) {
   }
   const DeviceCapability consumer_blackwell = nvidia(12, 0);
   EXPECT_TRUE(cuda_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, &consumer_blackwell}).supported());
-  // HIP_FLASH has no fp8-input kernel.
-  EXPECT_EQ(hip_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, nullptr}).refusal,
-            "supports float16 and bfloat16; got float8_e4m3");
+}
+
+// HIP_FLASH takes fp8 inputs on CDNA3 (gfx940-942) alone.
+TEST(KernelChoice, HipTakesFp8InputsOnGfx94xOnly) {
+  ASSERT_TRUE(hip_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, nullptr}).supported());
+  const DeviceCapability gfx942 = amd("gfx942", 64, 64 * 1024);
+  EXPECT_TRUE(hip_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, &gfx942}).supported());
+  for (const char* arch : {"gfx90a", "gfx908", "gfx950"}) {
+    const DeviceCapability device = amd(arch, 64, 64 * 1024);
+    const std::string refusal = hip_flash::choose_kernel({DType::float8_e4m3, deepseek_dims, &device}).refusal;
+    EXPECT_EQ(refusal.rfind("fp8 inputs need CDNA3's fp8 MFMA (gfx940, gfx941, gfx942)", 0), 0U) << refusal;
+    EXPECT_TRUE(hip_flash::choose_kernel({DType::bfloat16, deepseek_dims, &device}).supported()) << arch;
+  }
 }
 
 TEST(KernelChoice, CudaRefusesADeviceWithTooLittleSharedMemory) {
@@ -142,7 +152,7 @@ TEST(KernelChoice, CudaValidateReportsTheChoosersRefusalLast) {
 
 TEST(KernelChoice, HipRefusesInOrder) {
   EXPECT_EQ(hip_flash::choose_kernel({DType::float32, deepseek_dims, nullptr}).refusal,
-            "supports float16 and bfloat16; got float32");
+            "supports float16, bfloat16 and float8_e4m3 inputs; got float32");
   EXPECT_EQ(hip_flash::choose_kernel({DType::float16, MlaDims{8, 8, 8}, nullptr}).refusal.rfind("has no kernel for", 0),
             0U);
   const DeviceCapability gfx906 = amd("gfx906", 64, 64 * 1024);  // gfx9 without MFMA

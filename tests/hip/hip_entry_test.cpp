@@ -30,7 +30,7 @@ std::vector<std::string> reasons_on(const std::string& platform, SelectorConfig 
 TEST(HipFlashEntry, DescribesItself) {
   const BackendDescription description = hip_flash();
   EXPECT_EQ(description.name, "HIP_FLASH");
-  EXPECT_EQ(description.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16}));
+  EXPECT_EQ(description.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16, DType::float8_e4m3}));
   EXPECT_EQ(description.dims,
             (std::vector<MlaDims>{MlaDims{128, 64, 128}, MlaDims{64, 64, 128}, MlaDims{192, 64, 256}}));
   EXPECT_TRUE(description.fp8_output);

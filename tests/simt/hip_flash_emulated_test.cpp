@@ -4,7 +4,9 @@
 // not, over a varlen batch of odd lengths that includes a sequence with more
 // queries than keys (rows that see no key: output 0, LSE -inf), and split-KV
 // (the keys cut into ranges whose float32 partials the split merge joins,
-// empty ranges included). Each case
+// empty ranges included), and float8_e4m3 inputs on gfx942 (OCP bytes,
+// -0 among them, with per-head descales; output bf16 or fp16, held to the
+// GPU kernels' 5e-2 since P is rounded to fp8). Each case
 // runs again with the reverse schedule and must give the same bits. Each
 // launch's time is printed.
 #include <gtest/gtest.h>
@@ -42,13 +44,15 @@ struct Case {
   DType dtype;
   AmdTarget target;
   bool causal;
-  int splits = 1;  // split-KV: key ranges per (work item, head), merged by merge_splits
+  int splits = 1;     // split-KV: key ranges per (work item, head), merged by merge_splits
+  bool e4m3 = false;  // float8_e4m3 q, k and v; dtype is the output's
 };
 
 std::string describe_case(const Case& c) {
   return "qk" + std::to_string(c.head_dim_qk) + "_v" + std::to_string(c.head_dim_v) + "_" +
          (c.dtype == DType::bfloat16 ? "bf16" : "fp16") + "_" + amd_target_name(c.target) +
-         (c.causal ? "_causal" : "_full") + (c.splits > 1 ? "_split" + std::to_string(c.splits) : "");
+         (c.causal ? "_causal" : "_full") + (c.splits > 1 ? "_split" + std::to_string(c.splits) : "") +
+         (c.e4m3 ? "_e4m3" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<Case>& info) { return describe_case(info.param); }
@@ -109,6 +113,27 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   fill(q);
   fill(k);
   fill(v);
+  // e4m3: OCP codes over the finite range (0x7f and 0xff are NaN), -0 (0x80,
+  // FNUZ's NaN) among them; descales per head for q and v, one for k.
+  std::uniform_int_distribution<int> code(0, 0xfd);
+  auto fill_e4m3 = [&](std::vector<std::uint8_t>& data) {
+    for (auto& x : data) {
+      const int c = code(rng);
+      x = static_cast<std::uint8_t>(c == 0x7f ? 0x80 : c);
+    }
+  };
+  std::vector<std::uint8_t> q8(tc.e4m3 ? q.size() : 0), k8(tc.e4m3 ? k.size() : 0), v8(tc.e4m3 ? v.size() : 0);
+  fill_e4m3(q8);
+  fill_e4m3(k8);
+  fill_e4m3(v8);
+  const float q_descales[heads] = {2.0f / 448.0f, 3.0f / 448.0f};
+  const float k_descale = 1.5f / 448.0f;
+  const float v_descales[heads] = {1.0f / 448.0f, 0.5f / 448.0f};
+  // The value the kernel stands for at element i of head h.
+  const auto value = [&](const std::vector<std::uint16_t>& x16, const std::vector<std::uint8_t>& x8, std::size_t i,
+                         double descale) {
+    return tc.e4m3 ? numeric::fp8_e4m3_to_float(x8[i]) * descale : static_cast<double>(from_bits(tc.dtype, x16[i]));
+  };
   // All ones (NaN) where the kernel must write.
   std::vector<std::uint16_t> out(static_cast<std::size_t>(total_q) * heads * dv, 0xffff);
   std::vector<float> lse(static_cast<std::size_t>(heads) * total_q, std::numeric_limits<float>::quiet_NaN());
@@ -118,9 +143,15 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(dqk));
 
   gpu::FlashParams p;
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
+  p.q = tc.e4m3 ? static_cast<const void*>(q8.data()) : q.data();
+  p.k = tc.e4m3 ? static_cast<const void*>(k8.data()) : k.data();
+  p.v = tc.e4m3 ? static_cast<const void*>(v8.data()) : v.data();
+  if (tc.e4m3) {
+    p.e4m3_inputs = true;
+    p.q_descale = {1.0f, q_descales, 1};
+    p.k_descale = {k_descale, nullptr, 0};
+    p.v_descale = {1.0f, v_descales, 1};
+  }
   p.out = out.data();
   p.lse = lse.data();
   p.q_row_stride = static_cast<std::int64_t>(heads) * dqk;
@@ -172,7 +203,7 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
   // §6: relative norm error of the whole output (bf16 1e-2, fp16 2e-3), rows
   // without keys exactly 0 with LSE -inf; the LSE within 1e-4 (tighter than
   // the table: the kernel's LSE is fp32 whatever the dtype).
-  const double out_tolerance = tc.dtype == DType::bfloat16 ? 1e-2 : 2e-3;
+  const double out_tolerance = tc.e4m3 ? 5e-2 : tc.dtype == DType::bfloat16 ? 1e-2 : 2e-3;
   double squared_error = 0.0;
   double squared_norm = 0.0;
   double max_lse_error = 0.0;
@@ -189,8 +220,8 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
           const std::int64_t kj = cu_k[seq] + j;
           double dot = 0.0;
           for (int d = 0; d < dqk; ++d) {
-            dot += static_cast<double>(from_bits(tc.dtype, q[(qi * heads + h) * dqk + d])) *
-                   from_bits(tc.dtype, k[(kj * heads + h) * dqk + d]);
+            dot += value(q, q8, static_cast<std::size_t>((qi * heads + h) * dqk + d), q_descales[h]) *
+                   value(k, k8, static_cast<std::size_t>((kj * heads + h) * dqk + d), k_descale);
           }
           scores[static_cast<std::size_t>(j)] = dot * scale;
           max_score = std::max(max_score, dot * scale);
@@ -204,7 +235,8 @@ TEST_P(HipFlashEmulated, MatchesDoublePrecisionAttention) {
           double expected = 0.0;
           for (int j = 0; j < keys; ++j) {
             const std::int64_t kj = cu_k[seq] + j;
-            expected += scores[static_cast<std::size_t>(j)] * from_bits(tc.dtype, v[(kj * heads + h) * dv + d]);
+            expected += scores[static_cast<std::size_t>(j)] *
+                        value(v, v8, static_cast<std::size_t>((kj * heads + h) * dv + d), v_descales[h]);
           }
           if (keys > 0) expected /= sum;
           const double got = from_bits(tc.dtype, out[(qi * heads + h) * dv + d]);
@@ -272,6 +304,14 @@ std::vector<Case> all_cases() {
         cases.push_back({first.head_dim_qk, first.head_dim_v, DType::bfloat16, target, causal, splits});
     }
   }
+  // e4m3 inputs: CDNA3 (gfx942) only, every shape, both output dtypes, and a split.
+  for (const hip_flash::FlashTileConfig& tile : hip_flash::flash_tile_configs) {
+    if (tile.family != hip_flash::TileFamily::cdna3) continue;
+    for (const DType out : {DType::bfloat16, DType::float16})
+      for (const bool causal : {true, false})
+        cases.push_back({tile.head_dim_qk, tile.head_dim_v, out, AmdTarget::gfx942, causal, 1, true});
+  }
+  cases.push_back({first.head_dim_qk, first.head_dim_v, DType::bfloat16, AmdTarget::gfx942, true, 4, true});
   return cases;
 }
 
@@ -293,6 +333,15 @@ TEST(HipFlashEmulatedLaunch, RefusesDimsWithoutATile) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::not_supported) << e.what();
+  }
+  // e4m3 inputs: CDNA3's fp8 MFMA only.
+  p.e4m3_inputs = true;
+  try {
+    launch_hip_flash_emulated(p, DType::bfloat16, 192, 128, AmdTarget::gfx90a);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::not_supported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gfx942 only"), std::string::npos) << e.what();
   }
 }
 

@@ -125,17 +125,20 @@ TEST(ToolBackends, SimulatedAmpereAndBlackwellSayWhyHopperFlashIsNotValid) {
 }
 
 // fp8 inputs on simulated 8.0, 9.0 and gfx90a: each GPU backend says what
-// it lacks (CUDA_FLASH on 8.0 and 9.0 the capability, HOPPER_FLASH and
-// HIP_FLASH the dtype) and a host backend is selected.
+// it lacks (CUDA_FLASH on 8.0 and 9.0 and HIP_FLASH on gfx90a the device,
+// HOPPER_FLASH the dtype) and a host backend is selected.
 TEST(ToolBackends, Fp8InputsSayWhatEachGpuBackendLacks) {
   for (const char* platform : {"nvidia:8.0", "nvidia:9.0", "amd:gfx90a"}) {
     SCOPED_TRACE(platform);
     const ToolResult result = run_tool({"backends", "--dtype", "fp8"}, {{"MLA_PLATFORM", platform}});
     ASSERT_EQ(result.exit_code, 0) << result.err;
-    for (const char* gpu : {"HOPPER_FLASH", "HIP_FLASH"}) {
-      const std::string line = line_starting_with(result.out, gpu);
-      EXPECT_TRUE(contains(line, "dtype float8_e4m3 not supported")) << line;
-    }
+    const std::string hopper = line_starting_with(result.out, "HOPPER_FLASH");
+    EXPECT_TRUE(contains(hopper, "dtype float8_e4m3 not supported")) << hopper;
+    const std::string hip = line_starting_with(result.out, "HIP_FLASH");
+    EXPECT_FALSE(contains(hip, "dtype float8_e4m3 not supported")) << hip;
+    EXPECT_EQ(contains(hip, "dtype float8_e4m3: fp8 inputs need CDNA3's fp8 MFMA (gfx940, gfx941, gfx942)"),
+              std::string(platform) == "amd:gfx90a")
+        << hip;
     const std::string cuda = line_starting_with(result.out, "CUDA_FLASH");
     EXPECT_FALSE(contains(cuda, "dtype float8_e4m3 not supported")) << cuda;
     EXPECT_EQ(contains(cuda, "dtype float8_e4m3: fp8 inputs need compute capability 8.9, or 12.0 and newer"),

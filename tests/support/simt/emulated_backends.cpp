@@ -30,6 +30,10 @@ template <AmdTarget Target>
 gpu::KernelChoice hip_choice(const gpu::KernelRequest& request) {
   gpu::KernelChoice choice = hip_flash::choose_family_kernel({request.dtype, request.dims, nullptr},
                                                              hip_flash::tile_family(amd_target_name(Target)));
+  if (choice.supported() && request.dtype == DType::float8_e4m3 && Target != AmdTarget::gfx942) {
+    choice.refusal = "fp8 inputs need CDNA3's fp8 MFMA (gfx940, gfx941, gfx942); the emulated target is " +
+                     std::string(amd_target_name(Target));
+  }
   if (choice.supported() && !hip_flash_emulated_built()) {
     choice.refusal = "has no emulated kernel: the build found no clang 15 or newer to compile the HIP kernel";
   }
@@ -83,8 +87,8 @@ constexpr gpu::FlashVendor hip_gfx90a_vendor = hip_vendor<AmdTarget::gfx90a>("HI
 constexpr gpu::FlashVendor hip_gfx908_vendor = hip_vendor<AmdTarget::gfx908>("HIP_FLASH (emulated gfx908)");
 constexpr gpu::FlashVendor hip_gfx942_vendor = hip_vendor<AmdTarget::gfx942>("HIP_FLASH (emulated gfx942)");
 
-// `e4m3_inputs`: the vendor's kernel takes float8_e4m3 inputs (CUDA_FLASH's;
-// the emulated device stands for an sm_89 part).
+// `e4m3_inputs`: the vendor's kernel takes float8_e4m3 inputs (CUDA_FLASH's,
+// the emulated device standing for an sm_89 part; HIP_FLASH's on gfx942).
 BackendEntry entry_for(const gpu::FlashVendor& vendor, Availability availability, bool e4m3_inputs = false) {
   BackendDescription description;
   description.name = vendor.backend_name;
@@ -119,7 +123,7 @@ BackendEntry emulated_hip_flash_entry(AmdTarget target) {
     case AmdTarget::gfx908:
       return entry_for(hip_gfx908_vendor, availability);
     case AmdTarget::gfx942:
-      return entry_for(hip_gfx942_vendor, availability);
+      return entry_for(hip_gfx942_vendor, availability, true);
     case AmdTarget::gfx90a:
       break;
   }

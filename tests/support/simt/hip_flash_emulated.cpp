@@ -28,6 +28,26 @@ namespace {
 
 thread_local AmdTarget current_target = AmdTarget::gfx90a;
 
+// One launch of an instantiation, as hip/flash_kernel_launch.hpp starts it.
+template <DType D, int HeadDimQk, int HeadDimV, hip_flash::TileFamily Family, bool E4m3>
+void start(const gpu::FlashParams& params) {
+  const hip_flash::FlashLaunch recipe = hip_flash::plan_flash_launch<D, HeadDimQk, HeadDimV, Family, E4m3>(params);
+  if (recipe.empty()) return;
+  LaunchConfig config;
+  config.kernel = recipe.kernel;
+  config.grid = {recipe.grid[0], recipe.grid[1], recipe.grid[2]};
+  config.block = {static_cast<unsigned>(recipe.threads), 1, 1};
+  config.warp_size = hip_flash::mfma::wave_size;
+  config.static_shared = static_lds();
+  config.static_shared_bytes = static_lds_bytes();
+  launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV, Family, E4m3>(params); });
+}
+
+template <DType D, int HeadDimQk, int HeadDimV>
+void launch_e4m3(const gpu::FlashParams& params) {
+  start<D, HeadDimQk, HeadDimV, hip_flash::TileFamily::cdna3, true>(params);
+}
+
 // The target for the duration of one launch.
 class TargetScope {
  public:
@@ -42,16 +62,11 @@ class TargetScope {
 
 template <DType D, int HeadDimQk, int HeadDimV, hip_flash::TileFamily Family>
 void launch_emulated(const gpu::FlashParams& params) {
-  const hip_flash::FlashLaunch recipe = hip_flash::plan_flash_launch<D, HeadDimQk, HeadDimV, Family>(params);
-  if (recipe.empty()) return;
-  LaunchConfig config;
-  config.kernel = recipe.kernel;
-  config.grid = {recipe.grid[0], recipe.grid[1], recipe.grid[2]};
-  config.block = {static_cast<unsigned>(recipe.threads), 1, 1};
-  config.warp_size = hip_flash::mfma::wave_size;
-  config.static_shared = static_lds();
-  config.static_shared_bytes = static_lds_bytes();
-  launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV, Family>(params); });
+  // e4m3 inputs: CDNA3's rows only (the chooser refuses them elsewhere).
+  if constexpr (Family == hip_flash::TileFamily::cdna3) {
+    if (params.e4m3_inputs) return launch_e4m3<D, HeadDimQk, HeadDimV>(params);
+  }
+  start<D, HeadDimQk, HeadDimV, Family, false>(params);
 }
 
 // One launcher per row of flash_tile_configs; false when no row matches.
@@ -83,6 +98,10 @@ void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int 
                                AmdTarget target) {
   const TargetScope scope(target);
   const hip_flash::TileFamily family = hip_flash::tile_family(amd_target_name(target));
+  if (params.e4m3_inputs && target != AmdTarget::gfx942) {
+    raise(ErrorCategory::not_supported, "emulated HIP_FLASH takes float8_e4m3 inputs on gfx942 only; the target is " +
+                                            std::string(amd_target_name(target)));
+  }
   bool launched = false;
   if (dtype == DType::bfloat16) {
     launched = launch_for_dims<DType::bfloat16>(params, head_dim_qk, head_dim_v, family);
