@@ -150,12 +150,12 @@ struct alignas(16) Bytes16 {
   std::uint64_t hi;
 };
 
-// K tile [Bc][dqk] of e4m3 bytes -> LDS rows of e4m3_k_row bytes, as FNUZ;
-// keys >= valid_keys become zeros.
-template <FlashTileConfig C>
-__device__ inline void stage_k_e4m3(unsigned char* lds, const std::uint8_t* src, std::int64_t row_stride,
-                                    int valid_keys) {
-  constexpr int row_chunks = C.head_dim_qk / 16;
+// The 16-byte chunks of a [Bc][Dim] tile of e4m3 bytes this thread stages:
+// store(key, chunk, lo, hi) with the chunk's 16 bytes as FNUZ (zeros for keys
+// >= valid_keys).
+template <FlashTileConfig C, int Dim, class Store>
+__device__ inline void stage_e4m3(const std::uint8_t* src, std::int64_t row_stride, int valid_keys, Store store) {
+  constexpr int row_chunks = Dim / 16;
   constexpr int chunks = C.block_cols * row_chunks;
 #pragma unroll
   for (int pass = 0; pass < (chunks + C.threads() - 1) / C.threads(); ++pass) {
@@ -165,33 +165,35 @@ __device__ inline void stage_k_e4m3(unsigned char* lds, const std::uint8_t* src,
     const int chunk = index % row_chunks;
     Bytes16 value{};
     if (key < valid_keys) value = *reinterpret_cast<const Bytes16*>(src + key * row_stride + chunk * 16);
-    auto* dst = reinterpret_cast<std::uint64_t*>(lds + key * e4m3_k_row<C> + chunk * 16);
-    dst[0] = ocp_to_fnuz(value.lo);
-    dst[1] = ocp_to_fnuz(value.hi);
+    store(key, chunk, ocp_to_fnuz(value.lo), ocp_to_fnuz(value.hi));
   }
 }
 
-// V tile [Bc][dv] of e4m3 bytes -> LDS as V^T [dv][e4m3_vt_row], FNUZ, each
-// key at e4m3_vt_position. Keys >= valid_keys become zeros.
+// K tile [Bc][dqk] -> LDS rows of e4m3_k_row bytes.
+template <FlashTileConfig C>
+__device__ inline void stage_k_e4m3(unsigned char* lds, const std::uint8_t* src, std::int64_t row_stride,
+                                    int valid_keys) {
+  stage_e4m3<C, C.head_dim_qk>(src, row_stride, valid_keys,
+                               [lds](int key, int chunk, std::uint64_t lo, std::uint64_t hi) {
+                                 auto* dst = reinterpret_cast<std::uint64_t*>(lds + key * e4m3_k_row<C> + chunk * 16);
+                                 dst[0] = lo;
+                                 dst[1] = hi;
+                               });
+}
+
+// V tile [Bc][dv] -> LDS as V^T [dv][e4m3_vt_row], each key at e4m3_vt_position.
 template <FlashTileConfig C>
 __device__ inline void stage_v_transposed_e4m3(unsigned char* lds, const std::uint8_t* src, std::int64_t row_stride,
                                                int valid_keys) {
-  constexpr int row_chunks = C.head_dim_v / 16;
-  constexpr int chunks = C.block_cols * row_chunks;
+  stage_e4m3<C, C.head_dim_v>(
+      src, row_stride, valid_keys, [lds](int key, int chunk, std::uint64_t lo, std::uint64_t hi) {
+        const std::uint64_t halves[2] = {lo, hi};
+        unsigned char* column = lds + chunk * 16 * e4m3_vt_row<C> + e4m3_vt_position(key);
 #pragma unroll
-  for (int pass = 0; pass < (chunks + C.threads() - 1) / C.threads(); ++pass) {
-    const int index = static_cast<int>(threadIdx.x) + pass * C.threads();
-    if (chunks % C.threads() != 0 && index >= chunks) break;
-    const int key = index / row_chunks;
-    const int chunk = index % row_chunks;
-    Bytes16 value{};
-    if (key < valid_keys) value = *reinterpret_cast<const Bytes16*>(src + key * row_stride + chunk * 16);
-    const std::uint64_t halves[2] = {ocp_to_fnuz(value.lo), ocp_to_fnuz(value.hi)};
-    unsigned char* column = lds + chunk * 16 * e4m3_vt_row<C> + e4m3_vt_position(key);
-#pragma unroll
-    for (int e = 0; e < 16; ++e)
-      column[e * e4m3_vt_row<C>] = static_cast<unsigned char>(halves[e / 8] >> (8 * (e % 8)));
-  }
+        for (int e = 0; e < 16; ++e) {
+          column[e * e4m3_vt_row<C>] = static_cast<unsigned char>(halves[e / 8] >> (8 * (e % 8)));
+        }
+      });
 }
 
 // Writes one lane's 4 consecutive output dims (accumulators 4g..4g+3 of tile t).

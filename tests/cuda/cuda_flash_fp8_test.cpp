@@ -237,11 +237,7 @@ TEST_P(CudaFlashFp8Test, SmallWeightsSurviveTheRoundingOfP) {
     }
     t.host_view =
         TensorView::contiguous(t.host.data(), DType::float8_e4m3, {tokens, params_.num_heads, dim}, MemoryKind::host);
-    t.device = UsmBuffer::device(queue_, t.host.size());
-    queue_.memcpy(t.device.get(), t.host.data(), t.host.size());
-    t.device_view = t.host_view;
-    t.device_view.data = t.device.get();
-    t.device_view.memory = MemoryKind::device;
+    testing::to_device(queue_, t);
     return t;
   };
   const float k0 = 0.5625f;  // exact in e4m3

@@ -39,6 +39,16 @@ struct TestTensor {
   TensorView device_view;
 };
 
+// Copies t.host to a new device buffer and points t.device_view at it (as
+// t.host_view, in device memory).
+inline void to_device(Queue& queue, TestTensor& t) {
+  t.device = UsmBuffer::device(queue, t.host.size());
+  queue.memcpy(t.device.get(), t.host.data(), t.host.size());
+  t.device_view = t.host_view;
+  t.device_view.data = t.device.get();
+  t.device_view.memory = MemoryKind::device;
+}
+
 inline TestTensor make_tensor(Queue& queue, DType dtype, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                               std::int64_t pad, std::mt19937& rng, float lo, float hi) {
   TestTensor t;
@@ -51,11 +61,7 @@ inline TestTensor make_tensor(Queue& queue, DType dtype, std::int64_t d0, std::i
   }
   t.host_view = TensorView::contiguous(t.host.data(), dtype, {d0, d1, d2}, MemoryKind::host);
   t.host_view.stride = {d1 * row, row, 1, 0};
-  t.device = UsmBuffer::device(queue, t.host.size());
-  queue.memcpy(t.device.get(), t.host.data(), t.host.size());
-  t.device_view = t.host_view;
-  t.device_view.data = t.device.get();
-  t.device_view.memory = MemoryKind::device;
+  to_device(queue, t);
   return t;
 }
 
