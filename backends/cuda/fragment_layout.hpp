@@ -94,12 +94,6 @@ MLA_HOST_DEVICE constexpr void p_fragment_e4m3(std::uint32_t (&a)[4], const floa
   a[3] = pack(s[j + 2][2], s[j + 2][3], s[j + 3][2], s[j + 3][3]);
 }
 
-// The key of A position k (0..31) of an e4m3 key step, as p_fragment_e4m3 lays it.
-MLA_HOST_DEVICE constexpr int e4m3_step_key(int k) {
-  const int i = k % 4, t = (k % 16) / 4;
-  return (k / 16) * 16 + 2 * t + i % 2 + (i / 2) * 8;
-}
-
 // V's B operands for one e4m3 key step and one 16-byte column chunk, from
 // ldmatrix.x4.trans of the step's 32 keys (matrix m: keys 8m..8m+7, lane l
 // giving key l's row): register m holds, for the lane's t and g, keys

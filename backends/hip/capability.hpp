@@ -63,8 +63,10 @@ inline std::string device_gap(const DeviceCapability& device) {
 // float8_e4m3 inputs: CDNA3's v_mfma_f32_32x32x16_fp8_fp8 (gfx940-942), which
 // reads FNUZ e4m3 (the kernel converts OCP bytes as it stages them). gfx950
 // reads OCP bytes with other instructions: not served yet.
+inline bool is_e4m3_arch(std::string_view arch) { return arch == "gfx940" || arch == "gfx941" || arch == "gfx942"; }
+
 inline bool supports_e4m3_inputs(const DeviceCapability& device) {
-  return supports_device(device) && (device.arch == "gfx940" || device.arch == "gfx941" || device.arch == "gfx942");
+  return supports_device(device) && is_e4m3_arch(device.arch);
 }
 
 // Empty when supports_e4m3_inputs(device); otherwise why not.

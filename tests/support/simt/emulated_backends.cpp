@@ -30,7 +30,7 @@ template <AmdTarget Target>
 gpu::KernelChoice hip_choice(const gpu::KernelRequest& request) {
   gpu::KernelChoice choice = hip_flash::choose_family_kernel({request.dtype, request.dims, nullptr},
                                                              hip_flash::tile_family(amd_target_name(Target)));
-  if (choice.supported() && request.dtype == DType::float8_e4m3 && Target != AmdTarget::gfx942) {
+  if (choice.supported() && request.dtype == DType::float8_e4m3 && !hip_flash::is_e4m3_arch(amd_target_name(Target))) {
     choice.refusal = "fp8 inputs need CDNA3's fp8 MFMA (gfx940, gfx941, gfx942); the emulated target is " +
                      std::string(amd_target_name(Target));
   }

@@ -98,7 +98,7 @@ void launch_hip_flash_emulated(const gpu::FlashParams& params, DType dtype, int 
                                AmdTarget target) {
   const TargetScope scope(target);
   const hip_flash::TileFamily family = hip_flash::tile_family(amd_target_name(target));
-  if (params.e4m3_inputs && target != AmdTarget::gfx942) {
+  if (params.e4m3_inputs && !hip_flash::is_e4m3_arch(amd_target_name(target))) {
     raise(ErrorCategory::not_supported, "emulated HIP_FLASH takes float8_e4m3 inputs on gfx942 only; the target is " +
                                             std::string(amd_target_name(target)));
   }
