@@ -25,6 +25,11 @@ namespace {
 
 template <class T, int HeadDimQk, int HeadDimV>
 void launch_causal_or_not(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
+  if (params.e4m3_inputs) {
+    if (params.causal)
+      return launch_hopper_forward<T, HeadDimQk, HeadDimV, true, __nv_fp8_e4m3>(params, stream, device);
+    return launch_hopper_forward<T, HeadDimQk, HeadDimV, false, __nv_fp8_e4m3>(params, stream, device);
+  }
   if (params.causal) {
     launch_hopper_forward<T, HeadDimQk, HeadDimV, true>(params, stream, device);
   } else {
@@ -32,6 +37,7 @@ void launch_causal_or_not(const FlashParams& params, gpu::Stream stream, const L
   }
 }
 
+// T: the output type (and the inputs', unless params.e4m3_inputs).
 template <class T>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, gpu::Stream stream,
                      const LaunchDevice& device) {

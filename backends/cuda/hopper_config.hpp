@@ -63,18 +63,37 @@ struct HopperTileConfig {
   int head_dim_qk;
   int head_dim_v;
   int block_cols;  // keys per pipeline stage (the N of S = Q K^T)
+  // Bytes of a q, k or v element: 2 (bf16, fp16) or 1 (float8_e4m3). An e4m3
+  // panel is 64 elements of 64 bytes, 64-byte swizzled (192 dims are three
+  // of them; FlashAttention-3 picks the same swizzle there), and V is held
+  // transposed: panels of 64 keys, one row per dv column (8-bit wgmma
+  // operands are K-major only), from the launch's transposed copy of V.
+  int input_bytes = 2;
 
   MLA_HOST_DEVICE constexpr int qk_panels() const { return head_dim_qk / panel_elements; }
   MLA_HOST_DEVICE constexpr int v_panels() const { return head_dim_v / panel_elements; }
+  // A panel row of q, k or v: 128 bytes (128-byte swizzle) or, for e4m3, 64 (64-byte swizzle).
+  MLA_HOST_DEVICE constexpr int input_row_bytes() const { return panel_elements * input_bytes; }
+  // The swizzle repeat of an input panel: 8 rows, the stride byte offset of its descriptors.
+  MLA_HOST_DEVICE constexpr int input_atom_bytes() const { return 8 * input_row_bytes(); }
   MLA_HOST_DEVICE constexpr std::size_t q_panel_bytes() const {
-    return static_cast<std::size_t>(block_rows) * panel_row_bytes;
+    return static_cast<std::size_t>(block_rows) * input_row_bytes();
   }
   MLA_HOST_DEVICE constexpr std::size_t kv_panel_bytes() const {
-    return static_cast<std::size_t>(block_cols) * panel_row_bytes;
+    return static_cast<std::size_t>(block_cols) * input_row_bytes();
+  }
+  // e4m3: a panel of V^T, 64 keys of each of the dv rows.
+  MLA_HOST_DEVICE constexpr std::size_t vt_panel_bytes() const {
+    return static_cast<std::size_t>(head_dim_v) * input_row_bytes();
   }
   MLA_HOST_DEVICE constexpr std::size_t q_bytes() const { return qk_panels() * q_panel_bytes(); }
   MLA_HOST_DEVICE constexpr std::size_t k_bytes() const { return qk_panels() * kv_panel_bytes(); }
+  // v_panels() panels of block_cols rows, or block_cols / 64 panels of V^T: the same bytes.
   MLA_HOST_DEVICE constexpr std::size_t v_bytes() const { return v_panels() * kv_panel_bytes(); }
+  // This tile with inputs of `bytes` bytes: the same keys per stage, smaller stages.
+  MLA_HOST_DEVICE constexpr HopperTileConfig with_input_bytes(int bytes) const {
+    return {head_dim_qk, head_dim_v, block_cols, bytes};
+  }
   // Bytes of one stage (its K, then its V); k_bytes() and v_bytes() are the
   // expect_tx of its K and V full barriers.
   MLA_HOST_DEVICE constexpr std::size_t stage_bytes() const { return k_bytes() + v_bytes(); }
@@ -105,7 +124,9 @@ MLA_HOST_DEVICE constexpr bool is_valid(const HopperTileConfig& c) {
   const bool boxes = c.block_cols <= 256 && block_rows <= 256;
   // Both epilogues fit: the TMA store's staging never changes the tile.
   const bool fits = c.shared_bytes(true) <= max_shared_bytes && c.fragment_registers() <= fragment_register_budget;
-  return panels && shapes && boxes && fits;
+  // e4m3: P V takes its keys in k-steps of 32, and V^T comes in panels of 64 keys.
+  const bool e4m3 = c.input_bytes == 2 || (c.input_bytes == 1 && c.block_cols % panel_elements == 0);
+  return panels && shapes && boxes && fits && e4m3;
 }
 
 // Largest key tile first: 128 keys (wgmma m64n128k16 for S) where O, S and
@@ -121,6 +142,15 @@ inline constexpr HopperTileConfig hopper_tile_configs[] = {
 static_assert(gpu::every_tile_is_valid(hopper_tile_configs),
               "a shape of cuda_hip/flash_shapes.def has no HOPPER_FLASH tile that fits");
 
+constexpr bool every_tile_takes_e4m3() {
+  for (const HopperTileConfig& tile : hopper_tile_configs) {
+    if (!is_valid(tile.with_input_bytes(1))) return false;
+  }
+  return true;
+}
+
+static_assert(every_tile_takes_e4m3(), "a HOPPER_FLASH tile does not fit float8_e4m3 inputs");
+
 constexpr const HopperTileConfig* find_hopper_tile_config(int head_dim_qk, int head_dim_v) {
   return gpu::find_tile(hopper_tile_configs, head_dim_qk, head_dim_v);
 }
@@ -130,6 +160,43 @@ struct HopperTile {
   static_assert(find_hopper_tile_config(HeadDimQk, HeadDimV) != nullptr, "no tile configuration for these head dims");
   static constexpr HopperTileConfig value = *find_hopper_tile_config(HeadDimQk, HeadDimV);
 };
+
+// --- float8_e4m3 inputs: V transposed, its keys in P's order ---
+
+// P's A fragment of a 32-key step (wgmma m64k32 from registers, the
+// mma.m16n8k32 layout per warp) wants four consecutive keys per register;
+// S's accumulators give a thread keys 8j + 2t and 8j + 2t + 1 (t = lane % 4).
+// Rather than move bytes between lanes, P takes S's accumulators as they lie
+// and V^T's key columns are permuted to match: A position 4t + i of each 16
+// (i = 0..3) holds key 2t, 2t + 1, 2t + 8, 2t + 9 of those 16. The key that
+// `slot` (0..31) of a 32-key step stands for:
+MLA_HOST_DEVICE constexpr int e4m3_slot_key(int slot) {
+  const int t = (slot % 16) / 4;
+  const int i = slot % 4;
+  return (slot / 16) * 16 + 2 * t + (i % 2) + 8 * (i / 2);
+}
+
+// The launch's transposed copy of V: [head][dv][column] bytes. Sequence s's
+// keys start at column cu_seqlens_k[s] + vt_sequence_pad * s, in groups of 32
+// from that start, each group's keys in e4m3_slot_key order; columns of no
+// key (a group's tail past the sequence's end, the gap before the next) hold
+// zero, so a key tile's box reads no byte that could be NaN where P is 0.
+inline constexpr int vt_sequence_pad = 32;
+
+MLA_HOST_DEVICE constexpr std::int64_t vt_start(std::int64_t k_start, int seq) {
+  return k_start + static_cast<std::int64_t>(vt_sequence_pad) * seq;
+}
+
+// Columns the transpose writes per block (one 16-byte store per dv row).
+inline constexpr int vt_block_columns = 16;
+
+// Columns of the copy: every sequence's keys and pads, rounded to 16 bytes (a
+// tensor map's row stride, and whole blocks of the transpose); at least 16.
+MLA_HOST_DEVICE constexpr std::int64_t vt_columns(std::int64_t k_tokens, int batch) {
+  const std::int64_t columns = vt_start(k_tokens, batch);
+  return columns < vt_block_columns ? vt_block_columns
+                                    : (columns + vt_block_columns - 1) / vt_block_columns * vt_block_columns;
+}
 
 // Heads per L2 group when the L2 size is not known.
 inline constexpr int default_max_head_group = 16;
@@ -183,12 +250,15 @@ inline std::string device_gap(const DeviceCapability& device) {
 // The kernel chooser (cuda_hip/kernel_choice.hpp) over the tile table and
 // the device rule: the entry's validate(), the backend's planning and every
 // launch ask it.
+// float8_e4m3 inputs run on every device the backend runs on (wgmma takes
+// e4m3 on sm_90a), with the same tile and half the stages' bytes.
 inline gpu::KernelChoice choose_kernel(const gpu::KernelRequest& request) {
   gpu::TableRow row;
   if (const HopperTileConfig* tile = find_hopper_tile_config(request.dims.qk_head_dim(), request.dims.v_head_dim)) {
-    row = {true, {tile->head_dim_qk, tile->head_dim_v, block_rows, tile->block_cols}, tile->shared_bytes()};
+    const HopperTileConfig launched = tile->with_input_bytes(request.dtype == DType::float8_e4m3 ? 1 : 2);
+    row = {true, {tile->head_dim_qk, tile->head_dim_v, block_rows, tile->block_cols}, launched.shared_bytes()};
   }
-  return gpu::choose_from_table(request, row, device_gap, "shared memory");
+  return gpu::choose_from_table(request, row, device_gap, "shared memory", true);
 }
 
 // --- The kernel's schedule ---

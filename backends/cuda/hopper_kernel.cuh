@@ -32,6 +32,18 @@
 // writes float32 partials that the launcher's merge folds into out and lse. Boxes may read rows of the
 // neighbouring sequence: keys past seqlen_k are masked (never trusted) and
 // rows past seqlen_q are never stored.
+//
+// With float8_e4m3 inputs (In = __nv_fp8_e4m3; T names the output) both
+// products are wgmma k32 on e4m3 bytes and:
+//   - Q and K come in 64-byte panels with the 64-byte swizzle;
+//   - 8-bit wgmma operands are K-major only, so V is read from a transposed
+//     copy ([head][dv][column], transpose_v_e4m3 below, run by the launch),
+//     whose key columns are also permuted within each 32-key step the way
+//     P's A fragment takes S's accumulators (e4m3_slot_key): P needs no
+//     shuffle between lanes;
+//   - q's and k's descales fold into the softmax scale, v's into the
+//     epilogue; P is 2^8 larger than exp2(s - max) (headroom for e4m3's
+//     rounding, taken out of the LSE) and rounded with saturation.
 #pragma once
 
 #include <cmath>
@@ -93,6 +105,7 @@ struct TileBounds {
   int key_tiles = 0;
   int last_tile = -1;
   int masked_tiles = 0;
+  int vt_start = 0;  // e4m3: the sequence's first column of the transposed V (hopper_config.hpp)
 };
 
 template <bool Causal>
@@ -106,6 +119,7 @@ __device__ inline TileBounds bounds(const FlashParams& p, int work, int split, i
   b.empty = false;
   b.k_start = p.cu_seqlens_k[item.seq];
   b.seqlen_k = p.cu_seqlens_k[item.seq + 1] - b.k_start;
+  b.vt_start = static_cast<int>(vt_start(b.k_start, item.seq));
   const gpu::TileShape tile{block_rows, block_cols};
   const int unmasked = gpu::unmasked_key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
   const gpu::KeyTileRange range =
@@ -117,25 +131,32 @@ __device__ inline TileBounds bounds(const FlashParams& p, int work, int split, i
   return b;
 }
 
+// The swizzle of an input panel: 128 bytes of a 16-bit type, 64 of e4m3.
+template <class In>
+inline constexpr sm90::Swizzle input_swizzle = sizeof(In) == 1 ? sm90::Swizzle::bytes64 : sm90::Swizzle::bytes128;
+
 // S = Q K^T for one consumer warpgroup's 64 rows and the stage's block_cols
-// keys. Both operands K-major with the 128-byte swizzle: a k-step of 16
-// elements is 32 bytes along a 128-byte row, so the descriptors start
-// 32 bytes further per step and a panel further per 4 steps; 8-row groups
-// are 1024 bytes apart (stride byte offset); the leading byte offset is
-// unused by swizzled K-major operands.
-template <class T, int HeadDimQk, int BlockCols>
+// keys. Both operands K-major and swizzled over a panel row (128 bytes, or
+// 64 for e4m3): a k-step (16 elements, or 32 of e4m3) is 32 bytes along the
+// row, so the descriptors start 32 bytes further per step and a panel
+// further per row; 8-row groups are one swizzle repeat apart (stride byte
+// offset); the leading byte offset is unused by swizzled K-major operands.
+template <class In, int HeadDimQk, int BlockCols>
 __device__ inline void qk_gemm(float (&s)[BlockCols / 2], const unsigned char* q_rows, const unsigned char* k_tile) {
-  constexpr std::size_t q_panel = static_cast<std::size_t>(block_rows) * panel_row_bytes;
-  constexpr std::size_t k_panel = static_cast<std::size_t>(BlockCols) * panel_row_bytes;
+  constexpr int row_bytes = panel_elements * static_cast<int>(sizeof(In));
+  constexpr int steps_per_panel = row_bytes / 32;
+  constexpr std::size_t q_panel = static_cast<std::size_t>(block_rows) * row_bytes;
+  constexpr std::size_t k_panel = static_cast<std::size_t>(BlockCols) * row_bytes;
   sm90::wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < HeadDimQk / 16; ++ks) {
-    const std::size_t step = static_cast<std::size_t>(ks % 4) * 32;
+  for (int ks = 0; ks < HeadDimQk / panel_elements * steps_per_panel; ++ks) {
+    const std::size_t step = static_cast<std::size_t>(ks % steps_per_panel) * 32;
+    const std::size_t panel = static_cast<std::size_t>(ks / steps_per_panel);
     const std::uint64_t a =
-        sm90::make_smem_descriptor(q_rows + (ks / 4) * q_panel + step, sm90::Swizzle::bytes128, 16, swizzle_atom_bytes);
+        sm90::make_smem_descriptor(q_rows + panel * q_panel + step, input_swizzle<In>, 16, 8 * row_bytes);
     const std::uint64_t b =
-        sm90::make_smem_descriptor(k_tile + (ks / 4) * k_panel + step, sm90::Swizzle::bytes128, 16, swizzle_atom_bytes);
-    sm90::wgmma_ss<T, BlockCols, false>(s, a, b, ks > 0 ? 1 : 0);
+        sm90::make_smem_descriptor(k_tile + panel * k_panel + step, input_swizzle<In>, 16, 8 * row_bytes);
+    sm90::wgmma_ss<In, BlockCols, false>(s, a, b, ks > 0 ? 1 : 0);
   }
   sm90::wgmma_commit_group();
 }
@@ -150,6 +171,22 @@ __device__ inline void pack_p(std::uint32_t (&p_frag)[BlockCols / 16][4], const 
   for (int kk = 0; kk < BlockCols / 16; ++kk) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) p_frag[kk][i] = pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+  }
+}
+
+// e4m3: the m64k32 A fragment of keys 32kk..32kk+31 from S's 8-key blocks
+// 4kk..4kk+3 as they lie (e4m3_slot_key: register 0 row g, blocks 4kk and
+// 4kk + 1; register 1 the same for row g + 8; registers 2 and 3 blocks
+// 4kk + 2 and 4kk + 3), rounded to e4m3 with saturation, lowest byte first.
+template <int BlockCols>
+__device__ inline void pack_p_e4m3(std::uint32_t (&p_frag)[BlockCols / 32][4], const float (&s)[BlockCols / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < BlockCols / 32; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int n = 4 * (4 * kk + 2 * (i / 2)) + 2 * (i % 2);  // block 4kk + 2(i / 2), row g + 8(i % 2)
+      p_frag[kk][i] = cuda_flash::sm80::pack_e4m3x4(s[n], s[n + 1], s[n + 4], s[n + 5]);
+    }
   }
 }
 
@@ -173,6 +210,24 @@ __device__ inline void pv_gemm(float (&o)[HeadDimV / 2], const std::uint32_t (&p
   sm90::wgmma_commit_group();
 }
 
+// e4m3: O += P V with V^T in panels of 64 keys (one 64-byte swizzled row per
+// dv column, K-major as 8-bit operands must be): one k-step of 32 keys per
+// wgmma, 32 bytes along a row, a panel further per two steps.
+template <int HeadDimV, int BlockCols>
+__device__ inline void pv_gemm_e4m3(float (&o)[HeadDimV / 2], const std::uint32_t (&p_frag)[BlockCols / 32][4],
+                                    const unsigned char* vt_tile) {
+  constexpr int row_bytes = panel_elements;
+  constexpr std::size_t vt_panel = static_cast<std::size_t>(HeadDimV) * row_bytes;
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BlockCols / 32; ++kk) {
+    const std::uint64_t b = sm90::make_smem_descriptor(vt_tile + (kk / 2) * vt_panel + (kk % 2) * 32,
+                                                       sm90::Swizzle::bytes64, 16, 8 * row_bytes);
+    sm90::wgmma_rs<__nv_fp8_e4m3, HeadDimV, false>(o, p_frag[kk], b, 1);
+  }
+  sm90::wgmma_commit_group();
+}
+
 // One key tile's online softmax on S (in place: S becomes P), for this
 // thread's rows g and g+8, in the log2 domain. A masked tile (the causal
 // diagonal, the sequence's last keys) scales first and drops keys past each
@@ -180,8 +235,9 @@ __device__ inline void pv_gemm(float (&o)[HeadDimV / 2], const std::uint32_t (&p
 // row extreme of the raw scores (the max, or the min for a negative scale)
 // and folds scale and base into one FFMA before ex2.approx.ftz, as most
 // tiles are unmasked. Returns through `rescale` the factor O must be
-// multiplied by before this tile's P V adds to it.
-template <bool Masked, int BlockCols>
+// multiplied by before this tile's P V adds to it. P comes out 2^POffset
+// larger (e4m3's headroom; the row sum carries it too).
+template <bool Masked, int BlockCols, int POffset = 0>
 __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max)[2], float (&row_sum)[2],
                                       float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
                                       int quad_col) {
@@ -224,11 +280,12 @@ __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max
     row_max[r] = new_max;
     // Masked tiles hold scaled scores already: multiply by 1.
     const float factor = Masked ? 1.0f : scale_log2;
+    const float shift = POffset == 0 ? -base : static_cast<float>(POffset) - base;
     float sum = 0.0f;
 #pragma unroll
     for (int n = 0; n < BlockCols / 8; ++n) {
-      s[4 * n + 2 * r] = cuda_flash::sm80::exp2_ftz(fmaf(s[4 * n + 2 * r], factor, -base));
-      s[4 * n + 2 * r + 1] = cuda_flash::sm80::exp2_ftz(fmaf(s[4 * n + 2 * r + 1], factor, -base));
+      s[4 * n + 2 * r] = cuda_flash::sm80::exp2_ftz(fmaf(s[4 * n + 2 * r], factor, shift));
+      s[4 * n + 2 * r + 1] = cuda_flash::sm80::exp2_ftz(fmaf(s[4 * n + 2 * r + 1], factor, shift));
       sum += s[4 * n + 2 * r] + s[4 * n + 2 * r + 1];
     }
     row_sum[r] = row_sum[r] * rescale[r] + sum;
@@ -333,15 +390,26 @@ __device__ inline void store_o_staged(const float (&o)[HeadDimV / 2], const floa
 
 }  // namespace detail
 
-template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+// T: the output type, and the inputs' unless In is __nv_fp8_e4m3 (then
+// v_map describes the launch's transposed copy of V; hopper_config.hpp).
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In = T>
 __global__ void __launch_bounds__(block_threads, 1)
     hopper_flash_kernel(const FlashParams p, const HopperSchedule schedule,
                         const __grid_constant__ sm90::TensorMap q_map, const __grid_constant__ sm90::TensorMap k_map,
                         const __grid_constant__ sm90::TensorMap v_map, const __grid_constant__ sm90::TensorMap o_map) {
-  constexpr HopperTileConfig cfg = HopperTile<HeadDimQk, HeadDimV>::value;
+  constexpr bool e4m3 = sizeof(In) == 1;
+  constexpr HopperTileConfig cfg =
+      HopperTile<HeadDimQk, HeadDimV>::value.with_input_bytes(static_cast<int>(sizeof(In)));
   constexpr int block_cols = cfg.block_cols;
   constexpr int qk_panels = cfg.qk_panels();
-  constexpr int v_panels = cfg.v_panels();
+  // 16-bit V: panels of dv columns, each block_cols keys; e4m3's V^T: panels of 64 keys, each dv rows.
+  constexpr int v_panels = e4m3 ? block_cols / panel_elements : cfg.v_panels();
+  constexpr std::size_t v_panel_bytes = e4m3 ? cfg.vt_panel_bytes() : cfg.kv_panel_bytes();
+  // e4m3's P is 2^8 larger than exp2(s - max): at most 256, below e4m3's 448,
+  // so weights down to 2^-17 of the row's largest survive its rounding; the
+  // LSE takes the factor out.
+  constexpr int p_offset = e4m3 ? 8 : 0;
+  static_assert(sizeof(In) == 2 || std::is_same_v<In, __nv_fp8_e4m3>, "fp16, bf16 or e4m3 inputs");
   static_assert(HeadDimV <= 256 && block_cols <= 256, "one wgmma per GEMM row block");
   static_assert(HeadDimV % panel_elements == 0, "the TMA-store epilogue stages whole panels");
 
@@ -394,7 +462,7 @@ __global__ void __launch_bounds__(block_threads, 1)
       // K or V of key tile `n` (counted over the block's tiles) from key
       // `key` on: wait until the consumers gave the stage back, then the
       // boxes, completing on the full barrier.
-      const auto load = [&](int n, int key, int head, bool is_k) {
+      const auto load = [&](int n, int key, int v_column, int head, bool is_k) {
         const int stage = n % stages;
         const unsigned phase = static_cast<unsigned>(n / stages) & 1u;
         if (is_k) {
@@ -410,8 +478,14 @@ __global__ void __launch_bounds__(block_threads, 1)
           sm90::mbarrier_arrive_expect_tx(v_full(stage), static_cast<unsigned>(cfg.v_bytes()));
 #pragma unroll
           for (int panel = 0; panel < v_panels; ++panel) {
-            sm90::tma_load_3d(v_smem(stage) + panel * cfg.kv_panel_bytes(), &v_map, v_full(stage),
-                              panel * panel_elements, key, head);
+            if constexpr (e4m3) {
+              // V^T: 64 key columns (from this tile's first) of every dv row.
+              sm90::tma_load_3d(v_smem(stage) + panel * v_panel_bytes, &v_map, v_full(stage),
+                                v_column + panel * panel_elements, 0, head);
+            } else {
+              sm90::tma_load_3d(v_smem(stage) + panel * v_panel_bytes, &v_map, v_full(stage), panel * panel_elements,
+                                key, head);
+            }
           }
         }
       };
@@ -441,12 +515,16 @@ __global__ void __launch_bounds__(block_threads, 1)
         // In the order the consumers need them: K_0, then K_i before V_{i-1}
         // (their step i reads K_i, then V_{i-1}), then the last V. Key tile i
         // starts at key (last_tile - i) * block_cols.
+        // e4m3: the tile's first column of the transposed V (hopper_config.hpp, vt_start).
         const auto key_of = [&](int i) { return b.k_start + (b.last_tile - i) * block_cols; };
+        const auto column_of = [&](int i) { return b.vt_start + (b.last_tile - i) * block_cols; };
         for (int i = 0; i < b.key_tiles; ++i) {
-          load(it + i, key_of(i), a.head, true);
-          if (i > 0) load(it + i - 1, key_of(i - 1), a.head, false);
+          load(it + i, key_of(i), column_of(i), a.head, true);
+          if (i > 0) load(it + i - 1, key_of(i - 1), column_of(i - 1), a.head, false);
         }
-        if (b.key_tiles > 0) load(it + b.key_tiles - 1, key_of(b.key_tiles - 1), a.head, false);
+        if (b.key_tiles > 0) {
+          load(it + b.key_tiles - 1, key_of(b.key_tiles - 1), column_of(b.key_tiles - 1), a.head, false);
+        }
         it += b.key_tiles;
       }
     }
@@ -461,7 +539,7 @@ __global__ void __launch_bounds__(block_threads, 1)
   const int quad_col = 2 * (lane % 4);
   // This thread's accumulator rows within the block: r = 0 and r = 1 (8 below).
   const int thread_row = consumer * rows_per_consumer + warp * 16 + lane / 4;
-  const unsigned char* const q_rows = q_smem + consumer * rows_per_consumer * panel_row_bytes;
+  const unsigned char* const q_rows = q_smem + consumer * rows_per_consumer * cfg.input_row_bytes();
   unsigned char* const staging = smem + cfg.staging_offset() + consumer * staging_panel_bytes;
   const bool tma_store = schedule.tma_store != 0;
   const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
@@ -492,6 +570,13 @@ __global__ void __launch_bounds__(block_threads, 1)
     if (t < 0) break;
     const detail::TileAssignment a = detail::assign(t, p.num_work, schedule.head_group, p.num_splits);
     const detail::TileBounds b = detail::bounds<Causal>(p, a.work, a.split, block_cols);
+    // e4m3: q's and k's descales scale every score of the head, v's its output.
+    float scale_log2 = p.scale_log2;
+    float v_descale = 1.0f;
+    if constexpr (e4m3) {
+      scale_log2 *= p.q_descale.at(a.head) * p.k_descale.at(a.head);
+      v_descale = p.v_descale.at(a.head);
+    }
     float o[HeadDimV / 2];
 #pragma unroll
     for (int i = 0; i < HeadDimV / 2; ++i) o[i] = 0.0f;
@@ -509,49 +594,64 @@ __global__ void __launch_bounds__(block_threads, 1)
       //   rescale O.
       const int masked_tiles = b.masked_tiles;
       float s[block_cols / 2];
-      std::uint32_t p_frag[block_cols / 16][4];
+      std::uint32_t p_frag[block_cols / (e4m3 ? 32 : 16)][4];
       float rescale[2];
       const auto phase_of = [&](int n) { return static_cast<unsigned>(n / stages) & 1u; };
       int prev_stage = it % stages;
       unsigned prev_phase = phase_of(it);
       sm90::mbarrier_wait_parity(k_full(prev_stage), prev_phase);
       take_turn();
-      detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(prev_stage));
+      detail::qk_gemm<In, HeadDimQk, block_cols>(s, q_rows, k_smem(prev_stage));
       pass_turn();
       sm90::wgmma_wait_group<0>();
       sm90::wgmma_fence_operand(s);
       sm90::mbarrier_arrive(k_empty(prev_stage));
+      // P as the A fragments of O += P V, rounded to T (or e4m3); and that product.
+      const auto pack_frag = [&] {
+        if constexpr (e4m3) {
+          detail::pack_p_e4m3<block_cols>(p_frag, s);
+        } else {
+          detail::pack_p<T, block_cols>(p_frag, s);
+        }
+      };
+      const auto pv = [&](const unsigned char* v_tile) {
+        if constexpr (e4m3) {
+          detail::pv_gemm_e4m3<HeadDimV, block_cols>(o, p_frag, v_tile);
+        } else {
+          detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_tile);
+        }
+      };
       if (masked_tiles > 0) {
-        detail::online_softmax<true, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.last_tile, key_end,
-                                                 quad_col);
+        detail::online_softmax<true, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, b.last_tile,
+                                                           key_end, quad_col);
       } else {
-        detail::online_softmax<false, block_cols>(s, row_max, row_sum, rescale, p.scale_log2, b.last_tile, key_end,
-                                                  quad_col);
+        detail::online_softmax<false, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, b.last_tile,
+                                                            key_end, quad_col);
       }
-      detail::pack_p<T, block_cols>(p_frag, s);
+      pack_frag();
       ++it;
       const auto step = [&](int i, auto masked) {
         const int stage = it % stages;
         const unsigned phase = phase_of(it);
         sm90::mbarrier_wait_parity(k_full(stage), phase);
         take_turn();
-        detail::qk_gemm<T, HeadDimQk, block_cols>(s, q_rows, k_smem(stage));
+        detail::qk_gemm<In, HeadDimQk, block_cols>(s, q_rows, k_smem(stage));
         sm90::mbarrier_wait_parity(v_full(prev_stage), prev_phase);
         sm90::wgmma_fence_operand(o);
-        detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
+        pv(v_smem(prev_stage));
         pass_turn();
         sm90::wgmma_wait_group<1>();  // S_i has landed; the P V may still run
         sm90::wgmma_fence_operand(s);
         // The wgmmas that read K_i have completed: the producer may refill its slot.
         sm90::mbarrier_arrive(k_empty(stage));
-        detail::online_softmax<decltype(masked)::value, block_cols>(s, row_max, row_sum, rescale, p.scale_log2,
-                                                                    b.last_tile - i, key_end, quad_col);
+        detail::online_softmax<decltype(masked)::value, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2,
+                                                                              b.last_tile - i, key_end, quad_col);
         sm90::wgmma_wait_group<0>();
         sm90::wgmma_fence_operand(o);
         // The wgmmas that read V_{i-1} have completed: the producer may refill its slot.
         sm90::mbarrier_arrive(v_empty(prev_stage));
         detail::rescale_o<HeadDimV>(o, rescale);
-        detail::pack_p<T, block_cols>(p_frag, s);
+        pack_frag();
         prev_stage = stage;
         prev_phase = phase;
         ++it;
@@ -566,7 +666,7 @@ __global__ void __launch_bounds__(block_threads, 1)
       sm90::mbarrier_wait_parity(v_full(prev_stage), prev_phase);
       take_turn();
       sm90::wgmma_fence_operand(o);
-      detail::pv_gemm<T, HeadDimV, block_cols>(o, p_frag, v_smem(prev_stage));
+      pv(v_smem(prev_stage));
       pass_turn();
       sm90::wgmma_wait_group<0>();
       sm90::wgmma_fence_operand(o);
@@ -582,8 +682,8 @@ __global__ void __launch_bounds__(block_threads, 1)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = cuda_flash::sm80::quad_sum(row_sum[r]);
-      factor[r] = gpu::output_factor(sum);
-      lse[r] = gpu::natural_lse(row_max[r], sum);
+      factor[r] = gpu::output_factor(sum) * v_descale;
+      lse[r] = gpu::natural_lse(row_max[r], p_offset == 0 ? sum : sum * (1.0f / (1 << p_offset)));
     }
     // With the TMA-store epilogue, O goes through the staging panel: by TMA
     // where this consumer's 64 rows all lie inside the sequence, by 16-byte
@@ -651,6 +751,50 @@ __global__ void __launch_bounds__(block_threads, 1)
   // The other consumer's last pass is still counted on this one's turn
   // barrier: complete that phase, so the block leaves no barrier half-done.
   if (pingpong && consumer == 0) sm90::named_barrier_sync(my_turn, consumer_threads);
+}
+
+// The transposed copy of e4m3 V the kernel reads (hopper_config.hpp,
+// vt_start): `vt` is [head][dv][columns] bytes, columns = vt_columns(...).
+// Block (x, head) writes 16 columns of every dv row of one head, a thread one
+// row (HeadDimV threads): 16 bytes gathered from 16 keys (neighbouring
+// threads read neighbouring bytes of a key's row) and stored as one access.
+// Every column is written, pads with zeros.
+
+template <int HeadDimV>
+__global__ void __launch_bounds__(HeadDimV)
+    transpose_v_e4m3(const FlashParams p, int batch, unsigned char* vt, std::int64_t columns) {
+  const int d = static_cast<int>(threadIdx.x);
+  const int head = static_cast<int>(blockIdx.y);
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * vt_block_columns;
+  // The sequence whose columns hold `first`: the last s with vt_start(s) <= first (-1: none).
+  int seq = -1;
+  for (int lo = 0, hi = batch - 1; lo <= hi;) {
+    const int mid = (lo + hi) / 2;
+    if (vt_start(p.cu_seqlens_k[mid], mid) <= first) {
+      seq = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const auto* v = static_cast<const unsigned char*>(p.v) + static_cast<std::int64_t>(head) * p.v_head_stride + d;
+  std::uint32_t word[vt_block_columns / 4] = {};
+#pragma unroll
+  for (int j = 0; j < vt_block_columns; ++j) {
+    const std::int64_t column = first + j;
+    while (seq + 1 < batch && vt_start(p.cu_seqlens_k[seq + 1], seq + 1) <= column) ++seq;
+    if (seq < 0) continue;
+    const std::int64_t r = column - vt_start(p.cu_seqlens_k[seq], seq);
+    const std::int64_t key = r / 32 * 32 + e4m3_slot_key(static_cast<int>(r % 32));
+    if (key >= p.cu_seqlens_k[seq + 1] - p.cu_seqlens_k[seq]) continue;
+    const std::uint32_t byte = v[(p.cu_seqlens_k[seq] + key) * p.v_row_stride];
+    word[j / 4] |= byte << (8 * (j % 4));
+  }
+  static_assert(sizeof(detail::Chunk16) == vt_block_columns, "one 16-byte store per thread");
+  detail::Chunk16 chunk{};
+#pragma unroll
+  for (int i = 0; i < vt_block_columns / 4; ++i) chunk.word[i] = word[i];
+  *reinterpret_cast<detail::Chunk16*>(vt + (static_cast<std::int64_t>(head) * HeadDimV + d) * columns + first) = chunk;
 }
 
 }  // namespace mla::hopper_flash

@@ -52,6 +52,9 @@ struct FlashParams {
   // num_work is batch size * tiles_per_seq.
   std::int32_t tiles_per_seq = 0;
   std::int32_t num_heads = 0;
+  // Sequences: cu_seqlens_q and cu_seqlens_k hold batch_size + 1 entries.
+  // HOPPER_FLASH's e4m3 launch sizes its transposed V by it.
+  std::int32_t batch_size = 0;
   // Heads per L2 group of the block order (gpu::head_tile); 0: all heads.
   // The CUDA kernel reads it; the HIP kernel's grid has heads in its y.
   std::int32_t head_group = 0;

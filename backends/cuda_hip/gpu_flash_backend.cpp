@@ -244,6 +244,7 @@ void GpuFlashBackend::attend(Queue& queue, const AttentionCall& call) const {
   p.num_work = phase.num_work;
   p.tiles_per_seq = phase.tiles_per_seq;
   p.num_heads = params().num_heads;
+  p.batch_size = static_cast<std::int32_t>(call.plan->batch_size);
   p.causal = phase.causal;
   p.scale_log2 = call.scale * numeric::log2e;
   p.out_fp8 = call.out_scale.has_value();

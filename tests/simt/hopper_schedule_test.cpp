@@ -14,7 +14,10 @@
 
 #include "cuda/hopper_kernel.cuh"
 #include "cuda/hopper_launch.hpp"
+#include "mla/detail/numeric.hpp"
 #include "mla/error.hpp"
+#include "simt/emulator.hpp"
+#include "simt/sm90_layout.hpp"
 
 namespace mla::hopper_flash {
 namespace {
@@ -41,6 +44,111 @@ TEST(HopperTiles, EveryShapeFitsTheSm90Budgets) {
   EXPECT_EQ(find_hopper_tile_config(192, 192), nullptr);
   // setmaxnreg: the three warpgroups fit the register file.
   EXPECT_LE(warpgroup_threads * (producer_registers + consumer_warpgroups * consumer_registers), 65536);
+}
+
+// float8_e4m3 inputs: the same keys per stage in half the bytes, every
+// panel on its 64-byte swizzle's 512-byte repeat, and the chooser's answer
+// on 9.0 sized as launched.
+TEST(HopperTiles, E4m3TilesHalveTheStages) {
+  for (const HopperTileConfig& tile : hopper_tile_configs) {
+    const HopperTileConfig c = tile.with_input_bytes(1);
+    SCOPED_TRACE(std::to_string(c.head_dim_qk) + "/" + std::to_string(c.head_dim_v));
+    EXPECT_TRUE(is_valid(c));
+    EXPECT_EQ(c.stage_bytes(), static_cast<std::size_t>(c.block_cols) * (c.head_dim_qk + c.head_dim_v));
+    EXPECT_EQ(c.input_row_bytes(), 64);
+    EXPECT_EQ(c.input_atom_bytes(), 512);
+    EXPECT_EQ(c.q_panel_bytes() % 512, 0u);
+    EXPECT_EQ(c.kv_panel_bytes() % 512, 0u);
+    EXPECT_EQ(c.vt_panel_bytes() % 512, 0u);
+    EXPECT_EQ(c.block_cols / panel_elements * c.vt_panel_bytes(), c.v_bytes());
+    EXPECT_LT(c.shared_bytes(true), tile.shared_bytes(true));
+    DeviceCapability h200;
+    h200.vendor = Vendor::nvidia;
+    h200.major = 9;
+    h200.minor = 0;
+    h200.shared_memory_per_block = max_shared_bytes;
+    const gpu::KernelChoice choice = choose_kernel({DType::float8_e4m3, {c.head_dim_qk - 64, 64, c.head_dim_v}, &h200});
+    EXPECT_TRUE(choice.supported()) << choice.refusal;
+    EXPECT_EQ(choice.shared_bytes, c.shared_bytes());
+  }
+}
+
+// P's e4m3 A fragment (pack_p_e4m3) against the hardware layouts: the byte
+// that A position (row, slot) of a 32-key step receives is S's accumulator of
+// that row and of key e4m3_slot_key(slot), for every thread of the
+// warpgroup; and e4m3_slot_key permutes the 32 keys.
+TEST(HopperE4m3, PFragmentTakesTheSlotKeysAccumulators) {
+  std::set<int> keys;
+  for (int slot = 0; slot < 32; ++slot) keys.insert(e4m3_slot_key(slot));
+  EXPECT_EQ(keys.size(), 32u);
+  EXPECT_EQ(*keys.begin(), 0);
+  EXPECT_EQ(*keys.rbegin(), 31);
+  // One 32-key step: 16 accumulators per thread, valued 1..16 (exact in e4m3).
+  float s[16];
+  for (int j = 0; j < 16; ++j) s[j] = static_cast<float>(j + 1);
+  std::uint32_t frag[1][4];
+  detail::pack_p_e4m3<32>(frag, s);
+  for (int thread = 0; thread < 128; ++thread) {
+    for (int h = 0; h < 16; ++h) {
+      const auto byte = static_cast<std::uint8_t>(frag[0][h / 4] >> (8 * (h % 4)));
+      const int j = static_cast<int>(numeric::fp8_e4m3_to_float(byte)) - 1;
+      ASSERT_TRUE(j >= 0 && j < 16) << byte;
+      const simt::sm90_layout::Position a = simt::sm90_layout::a_fragment_position_k32(thread, h);
+      const simt::sm90_layout::Position acc = simt::sm90_layout::accumulator_position(thread, j);
+      EXPECT_EQ(acc.row, a.row) << "thread " << thread << " value " << h;
+      EXPECT_EQ(acc.col, e4m3_slot_key(a.col)) << "thread " << thread << " value " << h;
+    }
+  }
+}
+
+// The transposed copy of V (transpose_v_e4m3 under the emulator) against its
+// definition: sequence s's key 32g + e4m3_slot_key(slot) at column
+// vt_start(s) + 32g + slot of every dv row of its head, zero in every other
+// column; lengths 0, 1, 31, 33 and 70 with padded rows of V.
+TEST(HopperE4m3, TransposedVHoldsEveryKeyOnceAndZerosElsewhere) {
+  constexpr int dv = 128;
+  constexpr int heads = 2;
+  constexpr std::int64_t row_stride = heads * dv + 16;
+  const std::vector<std::int32_t> cu_k = {0, 0, 1, 32, 65, 135};
+  const int batch = static_cast<int>(cu_k.size()) - 1;
+  const std::int64_t k_tokens = cu_k.back();
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(k_tokens * row_stride));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>(1 + (i * 37) % 120);
+  gpu::FlashParams p;
+  p.v = v.data();
+  p.v_row_stride = row_stride;
+  p.v_head_stride = dv;
+  p.k_tokens = k_tokens;
+  p.num_heads = heads;
+  p.batch_size = batch;
+  p.cu_seqlens_k = cu_k.data();
+  const TransposeGrid grid = transpose_grid(p, dv);
+  ASSERT_EQ(grid.columns, vt_columns(k_tokens, batch));
+  ASSERT_EQ(grid.columns % vt_block_columns, 0);
+  std::vector<std::uint8_t> vt(transposed_v_bytes(p, dv), 0xff);
+  simt::LaunchConfig config;
+  config.kernel = "transpose_v_e4m3<128>";
+  config.grid.x = grid.blocks_x;
+  config.grid.y = grid.heads;
+  config.block.x = grid.threads;
+  unsigned char* out = vt.data();
+  simt::launch(config, [&] { transpose_v_e4m3<dv>(p, batch, out, grid.columns); });
+  std::vector<std::uint8_t> expected(vt.size(), 0);
+  for (int seq = 0; seq < batch; ++seq) {
+    const int length = cu_k[seq + 1] - cu_k[seq];
+    for (int r = 0; r < (length + 31) / 32 * 32; ++r) {
+      const int key = r / 32 * 32 + e4m3_slot_key(r % 32);
+      if (key >= length) continue;
+      for (int head = 0; head < heads; ++head) {
+        for (int d = 0; d < dv; ++d) {
+          const std::int64_t column = vt_start(cu_k[seq], seq) + r;
+          expected[static_cast<std::size_t>((head * dv + d) * grid.columns + column)] =
+              v[static_cast<std::size_t>((cu_k[seq] + key) * row_stride + head * dv + d)];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(vt, expected);
 }
 
 TEST(HopperSchedule, HeadGroupsDivideTheHeads) {

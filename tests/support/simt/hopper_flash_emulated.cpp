@@ -1,12 +1,14 @@
 // The HOPPER_FLASH kernel, compiled by the host compiler against the emulated
-// sm_90a primitives, and its launches: every row of its tile table, bf16 and
-// fp16, causal and not, as the real dispatcher has them.
+// sm_90a primitives, and its launches: every row of its tile table, bf16,
+// fp16 and e4m3 inputs (the last with the transpose of V first), causal and
+// not, as the real dispatcher has them.
 #include "simt/hopper_flash_emulated.hpp"
 
 #include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda/hopper_config.hpp"
 #include "cuda/hopper_kernel.cuh"
@@ -31,11 +33,32 @@ namespace {
 
 using gpu::FlashParams;
 
-template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+// e4m3: the transposed copy of V (hopper_config.hpp) into `vt`, as the CUDA
+// launch writes it.
+template <int HeadDimV>
+void transpose_v(const FlashParams& params, std::vector<unsigned char>& vt) {
+  const hopper_flash::TransposeGrid grid = hopper_flash::transpose_grid(params, HeadDimV);
+  vt.assign(hopper_flash::transposed_v_bytes(params, HeadDimV), 0xff);  // NaN bytes wherever it writes nothing
+  LaunchConfig config;
+  config.kernel = "transpose_v_e4m3<" + std::to_string(HeadDimV) + ">";
+  config.grid.x = grid.blocks_x;
+  config.grid.y = grid.heads;
+  config.block.x = grid.threads;
+  config.warp_size = 32;
+  unsigned char* out = vt.data();
+  launch(config, [&params, out, &grid] {
+    hopper_flash::transpose_v_e4m3<HeadDimV>(params, params.batch_size, out, grid.columns);
+  });
+}
+
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In>
 void run(const FlashParams& params) {
   constexpr DType dtype = cuda_flash::element_dtype<T>;
+  constexpr bool e4m3 = sizeof(In) == 1;
+  std::vector<unsigned char> vt;
+  if (e4m3 && params.num_work > 0 && params.num_heads > 0) transpose_v<HeadDimV>(params, vt);
   const hopper_flash::HopperLaunch recipe = hopper_flash::plan_hopper_launch<HeadDimQk, HeadDimV, Causal>(
-      params, dtype, hopper_emulated_blocks, hopper_flash::default_max_head_group);
+      params, dtype, hopper_emulated_blocks, hopper_flash::default_max_head_group, e4m3 ? vt.data() : nullptr);
   if (recipe.grid.blocks == 0) return;
   LaunchConfig config;
   config.kernel = recipe.kernel;
@@ -48,22 +71,30 @@ void run(const FlashParams& params) {
   // kernel's own alignment of its tiles to 1024 bytes.
   config.dynamic_shared_alignment = 16;
   config.global_reads = flash_input_ranges(params, HeadDimQk, HeadDimV);
+  if (e4m3) config.global_reads.push_back({vt.data(), vt.size(), "the transposed v"});
   // The tile counter, zeroed per launch as the CUDA launcher does.
   int tile_counter = 0;
   hopper_flash::HopperSchedule schedule = recipe.grid.schedule;
   schedule.tile_counter = &tile_counter;
   const hopper_flash::HopperMaps& maps = recipe.maps;
   launch(config, [&params, &schedule, &maps] {
-    hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal>(params, schedule, maps.q, maps.k, maps.v, maps.o);
+    hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal, In>(params, schedule, maps.q, maps.k, maps.v,
+                                                                          maps.o);
   });
+}
+
+template <class T, int HeadDimQk, int HeadDimV, bool Causal>
+void run_inputs(const FlashParams& params) {
+  if (params.e4m3_inputs) return run<T, HeadDimQk, HeadDimV, Causal, __nv_fp8_e4m3>(params);
+  run<T, HeadDimQk, HeadDimV, Causal, T>(params);
 }
 
 template <class T, std::size_t... Row>
 void dispatch(const FlashParams& params, int head_dim_qk, int head_dim_v, std::index_sequence<Row...>) {
   constexpr auto& rows = hopper_flash::hopper_tile_configs;
   const bool launched = ((rows[Row].head_dim_qk == head_dim_qk && rows[Row].head_dim_v == head_dim_v &&
-                          (params.causal ? run<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, true>(params)
-                                         : run<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, false>(params),
+                          (params.causal ? run_inputs<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, true>(params)
+                                         : run_inputs<T, rows[Row].head_dim_qk, rows[Row].head_dim_v, false>(params),
                            true)) ||
                          ...);
   if (!launched) {
@@ -117,7 +148,7 @@ void launch_hopper_flash_emulated(const FlashParams& params, DType dtype, int he
 BackendEntry emulated_hopper_flash_entry() {
   BackendDescription description;
   description.name = hopper_vendor.backend_name;
-  description.dtypes.assign(std::begin(gpu::flash_dtypes), std::end(gpu::flash_dtypes));
+  description.dtypes.assign(std::begin(gpu::flash_e4m3_dtypes), std::end(gpu::flash_e4m3_dtypes));
   description.dims.assign(std::begin(gpu::flash_dims), std::end(gpu::flash_dims));
   description.fp8_output = true;
   description.queue_kinds = {hopper_vendor.queue_backend};
