@@ -3,10 +3,16 @@
 // bf16, causal), and of merge_attn_states against a device-to-device copy.
 //
 //   mla-bench-gpu [--quick] [--runs N] [--heads H] [--impl NAME] [--attention-only]
-//                                          markdown tables on stdout
+//                 [--dtype bf16|fp8]       markdown tables on stdout
 // --heads and --impl keep only the attention rows of H heads or of one
 // backend (CUDA_FLASH, HOPPER_FLASH); --attention-only skips the merge and
 // projection tables: short runs for comparing kernel variants in one call.
+// --dtype fp8 times each attention case twice, alternating run by run: bf16
+// q/k/v and float8_e4m3 q/k/v of the same values (bf16 output, per-tensor
+// descales amax / 448 of the bf16 source), and prints both TFLOP/s and the
+// fp8/bf16 speed ratio (median and p10-p90 over the run pairs). A backend
+// that refuses fp8 on the device gets its validate() reasons in the row. The
+// merge and projection tables stay bf16. Default: bf16 alone.
 //
 // Attention: heads 128 and 16, one sequence of 1k..16k tokens and a varlen
 // batch with the same total tokens. Each timed run reads a different set of
@@ -55,6 +61,7 @@ struct Options {
   int heads = 0;     // > 0: only this head count
   std::string impl;  // non-empty: only this backend
   bool attention_only = false;
+  bool fp8 = false;  // --dtype fp8: attention rows also time float8_e4m3 inputs
 };
 
 double median(std::vector<double> values) {
@@ -63,11 +70,25 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+// The nearest-rank `fraction` quantile (0.1: p10) of non-empty `values`.
+double quantile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::lround(fraction * static_cast<double>(values.size() - 1)));
+  return values[rank];
+}
+
+// e4m3's largest finite value: a descale of amax / 448 maps amax onto it.
+constexpr float e4m3_max = 448.0f;
+
 // Random bf16 bits (never zero), filled on the host once and copied to the
 // device in pieces shifted by an odd stride so no two tensors are equal.
+// With `fp8`, also an e4m3 pool that mirrors it element by element: the
+// bf16 values over fp8_descale(), rounded to nearest, so the fp8 tensor at
+// fp8_at(offset) holds the values of the bf16 tensor at at(offset).
 class RandomPool {
  public:
-  RandomPool(Queue& queue, std::size_t bytes) : buffer_(UsmBuffer::device(queue, bytes)) {
+  RandomPool(Queue& queue, std::size_t bytes, bool fp8)
+      : buffer_(UsmBuffer::device(queue, bytes)), fp8_(fp8 ? UsmBuffer::device(queue, bytes / 2) : UsmBuffer()) {
     std::mt19937 rng(12345);
     std::uniform_real_distribution<float> uniform(0.05f, 1.0f);
     std::vector<std::uint16_t> block(std::size_t{32} << 20);  // 64 MiB
@@ -75,21 +96,40 @@ class RandomPool {
       const float value = (i % 2 ? 1.0f : -1.0f) * uniform(rng);
       block[i] = numeric::float_to_bf16(value);
     }
+    // Every q, k and v is a window of millions of values of this block, so
+    // each reaches the block's amax: one descale from it serves all three.
+    std::vector<std::uint8_t> codes;
+    if (fp8) {
+      float amax = 0.0f;
+      for (std::uint16_t bits : block) amax = std::max(amax, std::fabs(numeric::bf16_to_float(bits)));
+      fp8_descale_ = amax / e4m3_max;
+      codes.resize(block.size());
+      for (std::size_t i = 0; i < block.size(); ++i) {
+        codes[i] = numeric::float_to_fp8_e4m3(numeric::bf16_to_float(block[i]) / fp8_descale_);
+      }
+    }
     const std::size_t block_bytes = block.size() * 2;
     for (std::size_t offset = 0, shift = 0; offset < bytes;
          offset += block_bytes - shift, shift = (shift + 4098) % 65536) {
       const std::size_t n = std::min(block_bytes - shift, bytes - offset);
       queue.memcpy(static_cast<std::uint8_t*>(buffer_.get()) + offset,
                    reinterpret_cast<std::uint8_t*>(block.data()) + shift, n);
+      // Offsets and shifts are even: half of each, in one-byte elements.
+      if (fp8) queue.memcpy(fp8_at(offset), codes.data() + shift / 2, n / 2);
     }
     queue.wait();
   }
   // A 256-byte aligned region starting at `offset` bytes.
   void* at(std::size_t offset) const { return static_cast<std::uint8_t*>(buffer_.get()) + offset; }
   std::size_t bytes() const { return buffer_.bytes(); }
+  // The e4m3 elements of the bf16 ones at at(offset) (128-byte aligned).
+  void* fp8_at(std::size_t offset) const { return static_cast<std::uint8_t*>(fp8_.get()) + offset / 2; }
+  float fp8_descale() const { return fp8_descale_; }
 
  private:
   UsmBuffer buffer_;
+  UsmBuffer fp8_;
+  float fp8_descale_ = 1.0f;
 };
 
 // Seven sequences of odd lengths summing to `total`; sdpa_peer.py uses the same rule.
@@ -108,8 +148,17 @@ double causal_flops(int heads, const std::vector<int>& lengths) {
   return heads * static_cast<double>(dims.qk_head_dim() + dims.v_head_dim) * sum;
 }
 
-TensorView view(void* data, std::int64_t tokens, int heads, int dim) {
-  return TensorView::contiguous(data, dtype, {tokens, heads, dim}, MemoryKind::device);
+TensorView view(void* data, std::int64_t tokens, int heads, int dim, DType type = dtype) {
+  return TensorView::contiguous(data, type, {tokens, heads, dim}, MemoryKind::device);
+}
+
+// validate()'s reasons on one line, as the HOPPER_FLASH note prints them;
+// '|' would split a markdown cell.
+std::string joined(const std::vector<std::string>& reasons) {
+  std::string line;
+  for (const std::string& reason : reasons) line += (line.empty() ? "" : "; ") + reason;
+  std::replace(line.begin(), line.end(), '|', '/');
+  return line;
 }
 
 // DeepSeek-V3's softmax scale: 192^-0.5 * mscale^2.
@@ -117,6 +166,9 @@ constexpr float kScale = 0.1352337788608801f;
 
 std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// One row: `entry` on bf16 q/k/v and, with --dtype fp8, on float8_e4m3 q/k/v
+// of the same values, the two alternating run by run so that clock and
+// thermal drift hit both alike.
 void attention_row(Queue& queue, const RandomPool& pool, const BackendEntry& entry, int heads,
                    const std::vector<int>& lengths, const char* batch, const Options& options) {
   const PrefillMetadata metadata = PrefillMetadata::from_lengths(lengths, lengths, true);
@@ -136,25 +188,83 @@ void attention_row(Queue& queue, const RandomPool& pool, const BackendEntry& ent
   const std::size_t spare = pool.bytes() > set_bytes ? pool.bytes() - set_bytes : 0;
   UsmBuffer out = UsmBuffer::device(queue, static_cast<std::size_t>(tokens) * heads * dims.v_head_dim * 2);
   const TensorView out_view = view(out.get(), tokens, heads, dims.v_head_dim);
+  const auto base_of = [&](int rotation) { return spare / rotations * static_cast<std::size_t>(rotation) / 256 * 256; };
   auto run = [&](int rotation) {
-    const std::size_t base = spare / rotations * static_cast<std::size_t>(rotation) / 256 * 256;
+    const std::size_t base = base_of(rotation);
     backend->run_new_tokens(queue, view(pool.at(base), tokens, heads, dims.qk_head_dim()),
                             view(pool.at(base + q_bytes), tokens, heads, dims.qk_head_dim()),
                             view(pool.at(base + 2 * q_bytes), tokens, heads, dims.v_head_dim), kScale, false, out_view);
   };
-  for (int i = 0; i < 3; ++i) run(i % rotations);
-  std::vector<double> ms;
-  for (int i = 0; i < options.runs; ++i) {
+
+  // The fp8 backend, or why there is none: validate()'s reasons, or the error
+  // of building it or of its first run, so a refusal is a row, not a failure.
+  std::unique_ptr<PrefillBackend> fp8_backend;
+  std::string fp8_refusal;
+  const float descale = pool.fp8_descale();
+  const InputDescales descales{descale, descale, descale};
+  auto run_fp8 = [&](int rotation) {
+    const std::size_t base = base_of(rotation);
+    const DType e4m3 = DType::float8_e4m3;
+    fp8_backend->run_new_tokens(queue, view(pool.fp8_at(base), tokens, heads, dims.qk_head_dim(), e4m3),
+                                view(pool.fp8_at(base + q_bytes), tokens, heads, dims.qk_head_dim(), e4m3),
+                                view(pool.fp8_at(base + 2 * q_bytes), tokens, heads, dims.v_head_dim, e4m3), kScale,
+                                false, out_view, std::nullopt, std::nullopt, descales);
+  };
+  if (options.fp8) {
+    fp8_refusal = joined(validate(entry.description, queue.capability(), {DType::float8_e4m3, dims}));
+    if (fp8_refusal.empty()) {
+      try {
+        BackendParams fp8_params = params;
+        fp8_params.dtype = DType::float8_e4m3;
+        fp8_params.out_dtype = dtype;  // bf16 output, as the bf16 rows write
+        fp8_backend = entry.factory(fp8_params);
+        fp8_backend->prepare(queue, metadata);
+        run_fp8(0);
+        queue.wait();
+      } catch (const Error& error) {
+        fp8_refusal = error.what();
+        fp8_backend.reset();
+      }
+    }
+  }
+
+  const auto timed = [&](auto&& call, int rotation) {
     const Event start = queue.record();
-    run(i % rotations);
+    call(rotation);
     const Event end = queue.record();
-    ms.push_back(Event::elapsed_ms(start, end));
+    return Event::elapsed_ms(start, end);
+  };
+  for (int i = 0; i < 3; ++i) {
+    run(i % rotations);
+    if (fp8_backend) run_fp8(i % rotations);
+  }
+  std::vector<double> ms, fp8_ms;
+  for (int i = 0; i < options.runs; ++i) {
+    ms.push_back(timed(run, i % rotations));
+    if (fp8_backend) fp8_ms.push_back(timed(run_fp8, i % rotations));
   }
   const double t = median(ms);
+  const double flops = causal_flops(heads, lengths);
   std::string seqlens = lengths.size() == 1 ? std::to_string(lengths[0]) : std::to_string(lengths.size()) + " seqs";
-  std::printf("| %s | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", entry.description.name.c_str(),
-              heads, batch, seqlens.c_str(), static_cast<long long>(tokens), t,
-              causal_flops(heads, lengths) / (t * 1e-3) / 1e12);
+  if (!options.fp8) {
+    std::printf("| %s | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", entry.description.name.c_str(),
+                heads, batch, seqlens.c_str(), static_cast<long long>(tokens), t, flops / (t * 1e-3) / 1e12);
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("| %s | e4m3 (bf16 out) vs bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f | ",
+              entry.description.name.c_str(), heads, batch, seqlens.c_str(), static_cast<long long>(tokens), t,
+              flops / (t * 1e-3) / 1e12);
+  if (fp8_backend) {
+    // Speed ratio of each bf16/fp8 pair (bf16 ms / fp8 ms), as TFLOP/s divide.
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < ms.size(); ++i) ratios.push_back(ms[i] / fp8_ms[i]);
+    const double t8 = median(fp8_ms);
+    std::printf("%.3f | %.1f | %.2f (%.2f-%.2f) |\n", t8, flops / (t8 * 1e-3) / 1e12, median(ratios),
+                quantile(ratios, 0.1), quantile(ratios, 0.9));
+  } else {
+    std::printf("- | - | fp8 refused: %s |\n", fp8_refusal.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -336,7 +446,7 @@ int run(const Options& options) {
       static_cast<std::size_t>(seqlens.back()) * heads.front() * (2 * dims.qk_head_dim() + dims.v_head_dim) * 2;
   const std::size_t merge_inputs =
       2 * round_up(static_cast<std::size_t>(merge_tokens.back()) * heads.front() * dims.v_head_dim * 2);
-  const RandomPool pool(queue, std::max(largest + largest / 2, merge_inputs));
+  const RandomPool pool(queue, std::max(largest + largest / 2, merge_inputs), options.fp8);
 
   // The kernels timed side by side: CUDA_FLASH everywhere, HOPPER_FLASH where it is valid.
   std::vector<BackendEntry> kernels;
@@ -353,8 +463,19 @@ int run(const Options& options) {
     std::printf("\n\n");
   }
 
-  std::printf("| impl | shape | heads | batch | seqlens | tokens | median ms | TFLOP/s |\n");
-  std::printf("|---|---|---:|---|---|---:|---:|---:|\n");
+  if (!options.fp8) {
+    std::printf("| impl | shape | heads | batch | seqlens | tokens | median ms | TFLOP/s |\n");
+    std::printf("|---|---|---:|---|---|---:|---:|---:|\n");
+  } else {
+    std::printf(
+        "Attention: float8_e4m3 q/k/v (per-tensor descales amax / 448 = %.6g) with bf16 output, and bf16 "
+        "q/k/v of the same values, alternating run by run\n\n",
+        pool.fp8_descale());
+    std::printf(
+        "| impl | shape | heads | batch | seqlens | tokens | bf16 median ms | bf16 TFLOP/s | fp8 median ms "
+        "| fp8 TFLOP/s | fp8/bf16 speed, median (p10-p90) of pairs |\n");
+    std::printf("|---|---|---:|---|---|---:|---:|---:|---:|---:|---|\n");
+  }
   for (int h : heads) {
     for (int s : seqlens) {
       for (const BackendEntry& kernel : kernels) {
@@ -364,6 +485,7 @@ int run(const Options& options) {
     }
   }
   if (options.attention_only) return 0;
+  if (options.fp8) std::printf("\nMerge and projection: bf16 (--dtype fp8 applies to the attention rows only)\n");
   std::printf(
       "\n| impl | shape | heads | tokens | median ms | GB/s | D2D copy ms | copy GB/s | merge / copy speed |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -399,10 +521,18 @@ int main(int argc, char** argv) {
       options.impl = argv[++i];
     } else if (arg == "--attention-only") {
       options.attention_only = true;
+    } else if (arg == "--dtype" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "bf16" || std::string(argv[i + 1]) == "fp8")) {
+      options.fp8 = std::string(argv[++i]) == "fp8";
     } else {
+      if (arg == "--dtype" && i + 1 < argc) {
+        std::fprintf(stderr, "mla-bench-gpu: --dtype takes bf16 or fp8, not '%s'\n", argv[i + 1]);
+      } else if (arg == "--dtype") {
+        std::fprintf(stderr, "mla-bench-gpu: --dtype needs a value, bf16 or fp8\n");
+      }
       std::fprintf(stderr,
                    "usage: mla-bench-gpu [--quick] [--runs N] [--heads H] [--impl CUDA_FLASH|HOPPER_FLASH] "
-                   "[--attention-only]\n");
+                   "[--attention-only] [--dtype bf16|fp8]\n");
       return 2;
     }
   }

@@ -7,7 +7,9 @@
 //
 // Compiled like cuda_flash_test.cpp: on a CUDA device (skipped where the
 // kernel does not run: below 8.9 and on 9.x-11.x) and under the GPU emulator
-// (MLA_TEST_EMULATED_CUDA), which stands for an 8.9 part.
+// (MLA_TEST_EMULATED_CUDA), which stands for an 8.9 part; and for
+// HOPPER_FLASH's e4m3 kernels (wgmma k32, V through its transposed copy) on a
+// 9.0 device (MLA_TEST_HOPPER) and under the emulator (MLA_TEST_EMULATED_HOPPER).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,10 +22,13 @@
 #include "builtin_entries.hpp"
 #include "config/scoped_env.hpp"
 #include "cuda/capability.hpp"
+#include "cuda/hopper_config.hpp"
 #include "gpu_test_support.hpp"
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED_CUDA) || defined(MLA_TEST_EMULATED_HOPPER)
+#define MLA_TEST_EMULATED_FP8 1
 #include "simt/emulated_backends.hpp"
 #include "simt/emulator.hpp"
+#include "simt/hopper_flash_emulated.hpp"
 #endif
 
 namespace mla {
@@ -72,17 +77,28 @@ struct DescaleTensor {
 class CudaFlashFp8Test : public ::testing::TestWithParam<Fp8Case> {
  protected:
   void SetUp() override {
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED_FP8)
+#if defined(MLA_TEST_EMULATED_HOPPER)
+    const BackendEntry entry = simt::emulated_hopper_flash_entry();
+#else
     const BackendEntry entry = simt::emulated_cuda_flash_entry();
+#endif
     simt::set_schedule(simt::Schedule::reverse);
     simt::reset_statistics();
 #else
     MLA_REQUIRE_CUDA_DEVICE();
     queue_ = Queue(DeviceBackend::cuda, 0);
+#if defined(MLA_TEST_HOPPER)
+    if (!hopper_flash::supports_device(queue_.capability())) {
+      GTEST_SKIP() << hopper_flash::device_gap(queue_.capability());
+    }
+    const BackendEntry entry = detail::hopper_flash_backend_entry();
+#else
     if (!cuda_flash::supports_e4m3_inputs(queue_.capability())) {
       GTEST_SKIP() << cuda_flash::e4m3_device_gap(queue_.capability());
     }
     const BackendEntry entry = detail::cuda_flash_backend_entry();
+#endif
 #endif
     params_.num_heads = 3;
     params_.dims = GetParam().dims;
@@ -93,7 +109,7 @@ class CudaFlashFp8Test : public ::testing::TestWithParam<Fp8Case> {
     reference_ = detail::reference_backend_entry().factory(params_);
   }
 
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED_FP8)
   void TearDown() override {
     simt::set_schedule(simt::Schedule::forward);
     if (!IsSkipped()) std::printf("[ emulator ] %s\n", simt::describe(simt::statistics()).c_str());
@@ -186,7 +202,7 @@ TEST_P(CudaFlashFp8Test, ContextChunkWithEmptySequencesAndEveryDescaleForm) {
 // them) and their merge: a step whose context chunk has few queries against
 // many keys, 4 splits forced, with one set of per-head descales for the step.
 TEST_P(CudaFlashFp8Test, SplitStepMatchesReference) {
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED_FP8)
   if (GetParam().dims.qk_head_dim() != 192 || GetParam().out != DType::bfloat16) {
     GTEST_SKIP() << "emulated: split-KV runs on bfloat16 192/128 only";
   }
@@ -216,7 +232,10 @@ TEST_P(CudaFlashFp8Test, SplitStepMatchesReference) {
       run_prefill_step(*reference_, host, metadata, q.host_view, k.host_view, v.host_view, {chunk_k.host_view},
                        {chunk_v.host_view}, scale_, InputDescales{qd.on_host(), kd.on_host(), vd.on_host()});
   EXPECT_TRUE(matches(result, expected));
-#if defined(MLA_TEST_EMULATED_CUDA)
+#if defined(MLA_TEST_EMULATED_HOPPER)
+  // Twice the transpose of V and the kernel, the chunk's split merge, the step's LSE merge.
+  EXPECT_EQ(simt::statistics().launches, 6u);
+#elif defined(MLA_TEST_EMULATED_CUDA)
   // The chunk's split kernel and its merge, the new tokens, the step's LSE merge.
   EXPECT_EQ(simt::statistics().launches, 4u);
 #endif

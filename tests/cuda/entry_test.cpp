@@ -73,10 +73,16 @@ TEST(HopperFlashEntry, DescribesItselfAndRefusesEveryArchButNinePointZero) {
   const BackendEntry entry = detail::hopper_flash_backend_entry();
   const BackendDescription& d = entry.description;
   EXPECT_EQ(d.name, "HOPPER_FLASH");
-  EXPECT_EQ(d.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16}));
+  EXPECT_EQ(d.dtypes, (std::vector<DType>{DType::float16, DType::bfloat16, DType::float8_e4m3}));
   EXPECT_EQ(d.dims, detail::cuda_flash_backend_entry().description.dims);
   EXPECT_TRUE(d.fp8_output);
   EXPECT_EQ(d.queue_kinds, std::vector<DeviceBackend>{DeviceBackend::cuda});
+  // fp8 inputs: no reason of their own on 9.0 (wgmma takes e4m3), and 8.9 is refused for its capability.
+  const std::vector<std::string> fp8_on_hopper = validate(d, nvidia(9, 0), {DType::float8_e4m3, deepseek_dims});
+  EXPECT_EQ(fp8_on_hopper, validate(d, nvidia(9, 0), {DType::bfloat16, deepseek_dims}));
+  const std::vector<std::string> fp8_on_ada = validate(d, nvidia(8, 9), {DType::float8_e4m3, deepseek_dims});
+  ASSERT_FALSE(fp8_on_ada.empty());
+  EXPECT_EQ(fp8_on_ada[0], "compute capability 8.9 not supported");
   for (const auto& [major, minor] : std::vector<std::pair<int, int>>{{8, 0}, {8, 9}, {10, 0}, {12, 0}}) {
     const std::vector<std::string> reasons = validate(d, nvidia(major, minor), {DType::bfloat16, deepseek_dims});
     ASSERT_FALSE(reasons.empty()) << major << "." << minor;
