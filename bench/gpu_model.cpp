@@ -6,12 +6,13 @@
 // One causal sequence at DeepSeek-V3's head dims scaled down in heads and
 // tokens (qk 192 = 128 + 64, v 128, bf16; 2 heads of 512 tokens by default)
 // through CUDA_FLASH, HOPPER_FLASH and HIP_FLASH (gfx90a forms, where the
-// build has it) as emulated backends, and the MLA step's up-projection
+// build has it) as emulated backends, and through HOPPER_FLASH again with
+// float8_e4m3 inputs (bf16 output; its tensor bound at the fp8 peak), and the MLA step's up-projection
 // (latent 512) through CUDA_FLASH's own tensor-core kernel and HIP_FLASH's
 // MFMA kernel. Per kernel: the
 // counts per key tile (one query tile against one key tile, the unit of the
 // attention main loop), the bank-conflict replays, and a roofline for an
-// H100 SXM: 989 TF/s dense bf16, 128 B/clk/SM of shared memory and 16
+// H100 SXM: 989 TF/s dense bf16 (1979 fp8), 128 B/clk/SM of shared memory and 16
 // ex2/clk/SM on 132 SMs at 1.83 GHz (the on-chip bound: the slowest of the
 // three at the counted amounts), and 3.35 TB/s of HBM as if every requested
 // global byte came from HBM (a bound that L2 hits lift). "global sector use"
@@ -42,6 +43,7 @@ namespace mla::bench {
 namespace {
 
 constexpr double peak_flops = 989e12;
+constexpr double peak_fp8_flops = 1979e12;
 constexpr double hbm_bytes_per_s = 3.35e12;
 constexpr double sm_clocks_per_s = 132 * 1.83e9;  // all SMs together
 constexpr double exps_per_sm_clock = 16;
@@ -76,19 +78,30 @@ Aligned<std::uint16_t> random_bf16(std::size_t count, std::mt19937& rng) {
   return bits;
 }
 
-// DeepSeek-V3's head dims in bf16 at the options' head count.
-BackendParams model_params(const Options& options) {
+// e4m3 codes of values in [-2, 2] (two to an entry, as the bf16 buffers hold them).
+Aligned<std::uint16_t> random_e4m3(std::size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  Aligned<std::uint16_t> bits((count + 1) / 2);
+  auto* bytes = reinterpret_cast<std::uint8_t*>(bits.data());
+  for (std::size_t i = 0; i < count; ++i) bytes[i] = numeric::float_to_fp8_e4m3(value(rng));
+  return bits;
+}
+
+// DeepSeek-V3's head dims in bf16 at the options' head count; `fp8`:
+// float8_e4m3 inputs with bf16 output.
+BackendParams model_params(const Options& options, bool fp8 = false) {
   BackendParams params;
   params.num_heads = options.heads;
   params.dims = {128, 64, 128};
-  params.dtype = DType::bfloat16;
+  params.dtype = fp8 ? DType::float8_e4m3 : DType::bfloat16;
+  if (fp8) params.out_dtype = DType::bfloat16;
   params.kv_lora_rank = latent_rank;
   return params;
 }
 
 // Runs `entry`'s backend on one causal sequence; false when the build lacks it.
-bool run_attention(const BackendEntry& entry, const Options& options, std::mt19937& rng) {
-  const BackendParams params = model_params(options);
+bool run_attention(const BackendEntry& entry, const Options& options, std::mt19937& rng, bool fp8 = false) {
+  const BackendParams params = model_params(options, fp8);
   if (entry.description.availability) {
     const Availability availability = entry.description.availability();
     if (!availability.available) {
@@ -98,11 +111,12 @@ bool run_attention(const BackendEntry& entry, const Options& options, std::mt199
   }
   auto backend = entry.factory(params);
   const std::int64_t t = options.tokens;
-  auto q = random_bf16(static_cast<std::size_t>(t * options.heads * 192), rng);
-  auto k = random_bf16(static_cast<std::size_t>(t * options.heads * 192), rng);
-  auto v = random_bf16(static_cast<std::size_t>(t * options.heads * 128), rng);
+  const auto random = [&](std::size_t count) { return fp8 ? random_e4m3(count, rng) : random_bf16(count, rng); };
+  auto q = random(static_cast<std::size_t>(t * options.heads * 192));
+  auto k = random(static_cast<std::size_t>(t * options.heads * 192));
+  auto v = random(static_cast<std::size_t>(t * options.heads * 128));
   const auto view = [&](Aligned<std::uint16_t>& data, int dim) {
-    return TensorView::contiguous(data.data(), DType::bfloat16, {t, options.heads, dim}, MemoryKind::host);
+    return TensorView::contiguous(data.data(), params.dtype, {t, options.heads, dim}, MemoryKind::host);
   };
   Queue queue = Queue::host();
   backend->prepare(queue, PrefillMetadata::from_lengths({options.tokens}, {options.tokens}, true));
@@ -146,8 +160,10 @@ double key_tile_flops(const std::string& kernel) {
 }
 
 int report(const std::map<std::string, simt::KernelCost>& costs, const Options& options) {
-  std::printf("Emulated: one causal sequence of %d tokens, %d heads, qk 192 / v 128, bf16; projection latent %d.\n\n",
-              options.tokens, options.heads, latent_rank);
+  std::printf(
+      "Emulated: one causal sequence of %d tokens, %d heads, qk 192 / v 128, bf16 (and float8_e4m3 inputs where the "
+      "kernel's name says so); projection latent %d.\n\n",
+      options.tokens, options.heads, latent_rank);
   std::printf(
       "| kernel | launches | blocks | tensor MFLOP | key tiles | shared wavefronts / key tile | bank-conflict replays "
       "| global KiB read / key tile | global sector use | exps / key tile | barriers / key tile | global bytes / FLOP "
@@ -156,7 +172,10 @@ int report(const std::map<std::string, simt::KernelCost>& costs, const Options& 
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
   int status = 0;
   for (const auto& [kernel, c] : costs) {
-    if (c.tensor_flops == 0 && kernel.find("merge") != std::string::npos) continue;
+    // Merges and HOPPER_FLASH's transpose of e4m3 V: no tensor work, plain loads and stores.
+    if (c.tensor_flops == 0 && (kernel.find("merge") != std::string::npos || kernel.rfind("transpose_v", 0) == 0)) {
+      continue;
+    }
     const double flops = static_cast<double>(c.tensor_flops);
     const double per_tile = key_tile_flops(kernel);
     const double tiles = per_tile > 0 ? flops / per_tile : 0.0;
@@ -169,7 +188,8 @@ int report(const std::map<std::string, simt::KernelCost>& costs, const Options& 
       std::snprintf(text, sizeof text, "%.*f", decimals, x / tiles);
       return std::string(text);
     };
-    const double t_tensor = flops / peak_flops;
+    const bool fp8 = kernel.find("float8_e4m3") != std::string::npos;
+    const double t_tensor = flops / (fp8 ? peak_fp8_flops : peak_flops);
     const double t_shared = static_cast<double>(c.shared_wavefronts) / sm_clocks_per_s;
     const double t_exp = static_cast<double>(c.exps) / (exps_per_sm_clock * sm_clocks_per_s);
     const double t_hbm = static_cast<double>(c.global_read_bytes) / hbm_bytes_per_s;
@@ -197,8 +217,9 @@ int report(const std::map<std::string, simt::KernelCost>& costs, const Options& 
     }
   }
   std::printf(
-      "\nNot seen by the emulator, so not counted: plain loads and stores (HIP_FLASH's LDS accesses and every "
-      "kernel's output stores), and HIP_FLASH's exponentials (the host's exp2f).\n");
+      "\nNot seen by the emulator, so not counted: plain loads and stores (HIP_FLASH's LDS accesses, every "
+      "kernel's output stores, and the transpose of V that HOPPER_FLASH's e4m3 launch runs first: 2 x tokens x "
+      "heads x dv bytes), and HIP_FLASH's exponentials (the host's exp2f).\n");
   return status;
 }
 
@@ -210,6 +231,7 @@ int run(const Options& options) {
   for (const BackendEntry& entry : {simt::emulated_cuda_flash_entry(), simt::emulated_hopper_flash_entry()}) {
     expected += run_attention(entry, options, rng) ? 1 : 0;
   }
+  expected += run_attention(simt::emulated_hopper_flash_entry(), options, rng, true) ? 1 : 0;
   if (simt::hip_flash_emulated_built()) {
     expected += run_attention(simt::emulated_hip_flash_entry(), options, rng) ? 1 : 0;
   } else {
