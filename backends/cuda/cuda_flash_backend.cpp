@@ -32,6 +32,7 @@ constexpr gpu::FlashVendor cuda_vendor{
     cuda_flash::project_latents,
     cuda_flash::make_projector,
     true,
+    cuda::quantise_e4m3,
 };
 
 }  // namespace

@@ -132,6 +132,7 @@ constexpr gpu::FlashVendor hopper_vendor{
     cuda_flash::project_latents,
     cuda_flash::make_projector,
     true,
+    cuda::quantise_e4m3,
 };
 
 }  // namespace

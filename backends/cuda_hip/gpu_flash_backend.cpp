@@ -202,6 +202,19 @@ void GpuFlashBackend::project_latents(Queue& queue, const TensorView& latents, c
   }
 }
 
+Descale GpuFlashBackend::quantise_e4m3(Queue& queue, const TensorView& from, const TensorView& to,
+                                       std::optional<float> scale, float* scratch) const {
+  check_queue(queue, "quantise_e4m3");
+  if (vendor_.quantise == nullptr) {
+    raise(ErrorCategory::not_supported,
+          std::string(vendor_.backend_name) + " quantise_e4m3: this build has no quantisation kernel");
+  }
+  vendor_.quantise(queue, from, to, scale, scratch);
+  if (scale) return Descale(*scale);
+  const MemoryKind memory = queue.backend() == DeviceBackend::host ? MemoryKind::host : MemoryKind::device;
+  return Descale::of(TensorView::contiguous(scratch + 1, DType::float32, {1}, memory));
+}
+
 void GpuFlashBackend::attend(Queue& queue, const AttentionCall& call) const {
   const auto* flash = dynamic_cast<const FlashPlan*>(call.plan->detail.get());
   if (flash == nullptr) {

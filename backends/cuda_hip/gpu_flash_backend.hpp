@@ -52,6 +52,10 @@ struct FlashVendor {
   // the kernel over key ranges, then the merge of their partials). False:
   // the backend never splits.
   bool splits_keys = false;
+  // Enqueues the MLA step's FP8 quantisation (backends/cuda_hip/latents.hpp,
+  // quantise_e4m3); null: the backend refuses the FP8 attention mode's step.
+  void (*quantise)(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
+                   float* scratch) = nullptr;
 };
 
 class GpuFlashBackend final : public PrefillBackend {
@@ -69,6 +73,9 @@ class GpuFlashBackend final : public PrefillBackend {
   void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                        const TensorView& v) const override;
   bool supports_quant_output(QuantKey key) const override;
+  // On the queue's stream; a found scale is a tensor over scratch[1].
+  Descale quantise_e4m3(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
+                        float* scratch) const override;
 
  protected:
   // Error(not_supported) unless `queue` is the vendor's queue kind.

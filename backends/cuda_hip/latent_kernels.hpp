@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -230,6 +232,119 @@ void project_latents_with(const TensorView& latents, const TensorView& kv_b_proj
   LatentLaunch how = project_grid(params, span, span);
   how.block_x = how.block_y = project_threads;
   launch_for<ProjectKernel>("project_latents", kv_b_proj.dtype, k.dtype, how, params, launch);
+}
+
+// --- The MLA step's FP8 attention mode: keys and values to e4m3 ---
+
+// `to` = e4m3(`from` / s) for a [T, H, D] tensor, s = `scale` or, with
+// `amax` set, the largest |from| / 448 (1 when all are 0) read from the
+// float bits amax_kernel left there; block 0's thread 0 also writes that s
+// to `descale`, the attention call's descale.
+struct QuantiseParams {
+  const void* from = nullptr;
+  std::int64_t from_stride[3] = {};
+  void* to = nullptr;  // float8_e4m3
+  std::int64_t to_stride[3] = {};
+  std::int64_t shape[3] = {};
+  float scale = 1.0f;
+  unsigned* amax = nullptr;  // the float bits of the largest |from|, or null: `scale`
+  float* descale = nullptr;
+};
+
+inline constexpr float e4m3_largest = 448.0f;
+
+MLA_HOST_DEVICE inline std::int64_t quantise_total(const QuantiseParams& p) {
+  return p.shape[0] * p.shape[1] * p.shape[2];
+}
+
+// Element `index` (row-major over the shape) of `from`, in float32.
+template <DType Src>
+MLA_DEVICE inline float quantise_source(const QuantiseParams& p, std::int64_t index) {
+  const std::int64_t d = index % p.shape[2];
+  const std::int64_t h = index / p.shape[2] % p.shape[1];
+  const std::int64_t t = index / (p.shape[1] * p.shape[2]);
+  const auto* from = static_cast<const typename Element<Src>::Storage*>(p.from);
+  return Element<Src>::load(from[t * p.from_stride[0] + h * p.from_stride[1] + d * p.from_stride[2]]);
+}
+
+// The largest |from| into *amax (zero before the launch): non-negative
+// floats order as their bits, so an unsigned atomic max keeps it.
+template <DType Src>
+__global__ void amax_kernel(const QuantiseParams p) {
+  const std::int64_t total = quantise_total(p);
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  float largest = 0.0f;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const float value = fabsf(quantise_source<Src>(p, i));
+    largest = value > largest ? value : largest;  // a NaN never wins: attention gives NaN from the byte anyway
+  }
+  unsigned bits = 0;
+  memcpy(&bits, &largest, sizeof bits);
+  if (bits != 0) atomicMax(p.amax, bits);
+}
+
+template <DType Src>
+__global__ void quantise_kernel(const QuantiseParams p) {
+  float scale = p.scale;
+  if (p.amax != nullptr) {
+    const unsigned bits = *p.amax;
+    float largest = 0.0f;
+    memcpy(&largest, &bits, sizeof largest);
+    scale = largest > 0.0f ? largest / e4m3_largest : 1.0f;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0 && p.descale != nullptr) *p.descale = scale;
+  const std::int64_t total = quantise_total(p);
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  auto* to = static_cast<std::uint8_t*>(p.to);
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const std::int64_t d = i % p.shape[2];
+    const std::int64_t h = i / p.shape[2] % p.shape[1];
+    const std::int64_t t = i / (p.shape[1] * p.shape[2]);
+    to[t * p.to_stride[0] + h * p.to_stride[1] + d * p.to_stride[2]] =
+        Element<DType::float8_e4m3>::store(quantise_source<Src>(p, i) / scale);
+  }
+}
+
+template <DType Src, DType>
+struct AmaxKernel {
+  static constexpr auto function = &amax_kernel<Src>;
+};
+
+template <DType Src, DType>
+struct QuantiseKernel {
+  static constexpr auto function = &quantise_kernel<Src>;
+};
+
+// The FP8 attention mode's quantisation of `from` ([T, H, D], any float
+// dtype) into `to` (float8_e4m3, same shape): with `scale`, one launch;
+// without, amax_kernel into scratch[0] (zeroed by `zero` first) and the
+// quantisation with s = amax / 448 written to scratch[1].
+template <class Zero, class Launch>
+void quantise_e4m3_with(const TensorView& from, const TensorView& to, std::optional<float> scale, float* scratch,
+                        Zero&& zero, Launch&& launch) {
+  QuantiseParams params;
+  params.from = from.data;
+  params.to = to.data;
+  for (int i = 0; i < 3; ++i) {
+    params.from_stride[i] = from.stride[static_cast<std::size_t>(i)];
+    params.to_stride[i] = to.stride[static_cast<std::size_t>(i)];
+    params.shape[i] = from.size(i);
+  }
+  params.descale = scratch + 1;
+  if (scale) {
+    params.scale = *scale;
+  } else {
+    params.amax = reinterpret_cast<unsigned*>(scratch);
+    zero(scratch, sizeof(unsigned));
+  }
+  const std::int64_t total = quantise_total(params);
+  LatentLaunch how;
+  how.block_x = 256;
+  how.grid_x = static_cast<unsigned>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>((total + 255) / 256, std::int64_t{1} << 16)));
+  how.context = from.describe() + " to float8_e4m3";
+  if (!scale && total > 0) launch_for<AmaxKernel>("amax_e4m3", from.dtype, from.dtype, how, params, launch);
+  launch_for<QuantiseKernel>("quantise_e4m3", from.dtype, from.dtype, how, params, launch);
 }
 
 }  // namespace mla::MLA_GPU_NAMESPACE::latent_kernel

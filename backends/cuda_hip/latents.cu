@@ -31,4 +31,10 @@ void project_latents(Queue& queue, const TensorView& latents, const TensorView& 
   latent_kernel::project_latents_with(latents, kv_b_proj, k, v, StreamLaunch<latent_kernel::ProjectParams>{queue});
 }
 
+void quantise_e4m3(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
+                   float* scratch) {
+  const auto zero = [&queue](void* words, std::size_t bytes) { queue.memset(words, 0, bytes); };
+  latent_kernel::quantise_e4m3_with(from, to, scale, scratch, zero, StreamLaunch<latent_kernel::QuantiseParams>{queue});
+}
+
 }  // namespace mla::MLA_GPU_NAMESPACE

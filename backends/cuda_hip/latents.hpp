@@ -4,6 +4,8 @@
 // compiled once per vendor.
 #pragma once
 
+#include <optional>
+
 #include "gpu_namespace.hpp"
 #include "mla/backend/latents.hpp"
 
@@ -14,5 +16,10 @@ namespace mla::MLA_GPU_NAMESPACE {
 void gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k);
 void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                      const TensorView& v);
+// The FP8 attention mode's quantisation (PrefillBackend::quantise_e4m3):
+// one or two kernels on the queue's stream (amax_kernel, then
+// quantise_kernel), s found in scratch[1] when `scale` is absent.
+void quantise_e4m3(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
+                   float* scratch);
 
 }  // namespace mla::MLA_GPU_NAMESPACE

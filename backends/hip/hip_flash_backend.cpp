@@ -21,6 +21,7 @@ constexpr gpu::FlashVendor hip_vendor{
     project_latents,
     nullptr,
     true,
+    hip::quantise_e4m3,
 };
 
 }  // namespace

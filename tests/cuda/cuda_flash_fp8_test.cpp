@@ -24,6 +24,7 @@
 #include "cuda/capability.hpp"
 #include "cuda/hopper_config.hpp"
 #include "gpu_test_support.hpp"
+#include "mla/detail/numeric.hpp"
 #if defined(MLA_TEST_EMULATED_CUDA) || defined(MLA_TEST_EMULATED_HOPPER)
 #define MLA_TEST_EMULATED_FP8 1
 #include "simt/emulated_backends.hpp"
@@ -308,6 +309,59 @@ TEST_P(CudaFlashFp8Test, Fp8OutputFromFp8Inputs) {
     norm += want * want;
   }
   EXPECT_LE(std::sqrt(diff / norm), 1e-1);
+}
+
+// The MLA step's FP8 quantisation on the backend's queue (quantise_e4m3):
+// without a scale the largest magnitude lands on 448 and the scale comes
+// back as a float32 on the device; all zeros give the scale 1; a static
+// scale is used as given and saturates; padded rows in, padded rows out.
+TEST_P(CudaFlashFp8Test, QuantiseFindsTheScaleOnTheQueue) {
+  const std::int64_t tokens = 37, dim = params_.dims.v_head_dim;
+  TestTensor from = make_tensor(queue_, GetParam().out, tokens, params_.num_heads, dim, 8, rng_, -3.0f, 3.0f);
+  const std::int64_t largest_at = from.host_view.offset(20, 1, 5);
+  store_from_float(from.host.data(), GetParam().out, largest_at, -3.5f);
+  testing::to_device(queue_, from);
+  UsmBuffer to_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(tokens * params_.num_heads * (dim + 16)));
+  TensorView to = TensorView::contiguous(to_storage.get(), DType::float8_e4m3, {tokens, params_.num_heads, dim},
+                                         MemoryKind::device);
+  to.stride = {params_.num_heads * (dim + 16), dim + 16, 1, 0};
+  DescaleTensor scratch(queue_, {-1.0f, -1.0f});
+  auto* const words = static_cast<float*>(scratch.device.get());
+  const Descale found = backend_->quantise_e4m3(queue_, from.device_view, to, std::nullopt, words);
+  ASSERT_TRUE(found.is_tensor());
+  float scale = 0.0f;
+  queue_.memcpy(&scale, found.values.data, sizeof scale);
+  std::vector<std::uint8_t> bytes(to_storage.bytes());
+  queue_.memcpy(bytes.data(), to_storage.get(), bytes.size());
+  queue_.wait();
+  EXPECT_EQ(scale, 3.5f / 448.0f);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t h = 0; h < params_.num_heads; ++h) {
+      for (std::int64_t d = 0; d < dim; ++d) {
+        const float value = load_as_float(from.host.data(), GetParam().out, from.host_view.offset(t, h, d));
+        ASSERT_EQ(bytes[static_cast<std::size_t>(to.offset(t, h, d))], numeric::float_to_fp8_e4m3(value / scale))
+            << t << " " << h << " " << d;
+      }
+    }
+  }
+  EXPECT_EQ(bytes[static_cast<std::size_t>(to.offset(20, 1, 5))], 0xfeu);  // -448
+  // A static scale: a host descale, values past 448 saturate.
+  const Descale given = backend_->quantise_e4m3(queue_, from.device_view, to, 0.005f, words);
+  ASSERT_FALSE(given.is_tensor());
+  EXPECT_EQ(given.value, 0.005f);
+  queue_.memcpy(bytes.data(), to_storage.get(), bytes.size());
+  queue_.wait();
+  EXPECT_EQ(bytes[static_cast<std::size_t>(to.offset(20, 1, 5))], 0xfeu);  // -700 saturated
+  // All zeros: the scale 1.
+  TestTensor zeros = make_tensor(queue_, GetParam().out, 3, params_.num_heads, dim, 0, rng_, 0.0f, 0.0f);
+  const Descale one = backend_->quantise_e4m3(
+      queue_, zeros.device_view,
+      TensorView::contiguous(to_storage.get(), DType::float8_e4m3, {3, params_.num_heads, dim}, MemoryKind::device),
+      std::nullopt, words);
+  ASSERT_TRUE(one.is_tensor());
+  queue_.memcpy(&scale, one.values.data, sizeof scale);
+  queue_.wait();
+  EXPECT_EQ(scale, 1.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaFlashFp8Test,

@@ -442,6 +442,17 @@ class PrefillBackend {
   // in float32 in order of the latent index. Default as for gather_latents.
   virtual void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj,
                                const TensorView& k, const TensorView& v) const;
+  // The MLA step's FP8 attention mode (docs/contract.md §4): to[t, h, d] =
+  // e4m3(from[t, h, d] / s), saturating at +-448 (the conversion of fp8
+  // output), for `from` [T, H, D] in a float dtype and `to` float8_e4m3 of
+  // that shape; s = `scale` when given, else the largest |from| / 448 (1 when
+  // every value is 0). `scratch`: two 4-byte words in memory the queue
+  // reaches, where s is found on the queue when `scale` is absent. Returns s
+  // as the attention call's descale: the host float, or a float32 tensor over
+  // scratch[1], read when that call runs. Default as for gather_latents; the
+  // flash backends launch kernels on theirs.
+  virtual Descale quantise_e4m3(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
+                                float* scratch) const;
 
   virtual bool supports_quant_output(QuantKey key) const;
 

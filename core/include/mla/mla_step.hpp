@@ -115,7 +115,10 @@ struct MlaStepOutputs {
   TensorView out;  // [Nq, H, V] in the plan's dtype (float8_e4m3 with an out_scale)
   TensorView lse;  // [H, Nq] float32; empty view: not wanted
   // The FP8 attention mode: when set, receives the scales of each attention
-  // call, the new tokens' first, then one per context chunk.
+  // call, the new tokens' first, then one per context chunk. A scale the
+  // step found on a GPU queue is read back when found: the step then waits
+  // for the queue's work so far (one wait per attention call).
+  // The quantisation runs on the step's queue (PrefillBackend::quantise_e4m3).
   std::vector<KvScales>* kv_scales = nullptr;
 };
 

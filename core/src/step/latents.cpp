@@ -3,6 +3,8 @@
 #include "mla/backend/latents.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,6 +124,29 @@ void check_latent_projection(const Queue& queue, const TensorView& latents, cons
 }
 
 DType PrefillBackend::latent_dtype(DType) const { return DType::float32; }
+
+Descale PrefillBackend::quantise_e4m3(Queue& queue, const TensorView& from, const TensorView& to,
+                                      std::optional<float> scale, float* /*scratch*/) const {
+  require_host(*this, queue, "quantise_e4m3");
+  constexpr float e4m3_largest = 448.0f;
+  const auto each = [&](auto&& f) {
+    for (std::int64_t t = 0; t < from.size(0); ++t)
+      for (std::int64_t h = 0; h < from.size(1); ++h)
+        for (std::int64_t d = 0; d < from.size(2); ++d) f(t, h, d);
+  };
+  if (!scale) {
+    float largest = 0.0f;
+    each([&](std::int64_t t, std::int64_t h, std::int64_t d) {
+      largest = std::max(largest, std::fabs(load_as_float(from.data, from.dtype, from.offset(t, h, d))));
+    });
+    scale = largest > 0.0f ? largest / e4m3_largest : 1.0f;
+  }
+  each([&](std::int64_t t, std::int64_t h, std::int64_t d) {
+    const float value = load_as_float(from.data, from.dtype, from.offset(t, h, d));
+    store_from_float(to.data, DType::float8_e4m3, to.offset(t, h, d), value / *scale);
+  });
+  return Descale(*scale);
+}
 
 void PrefillBackend::gather_latents(Queue& queue, const LatentGather& gather, const TensorView& latents,
                                     const TensorView& k) const {

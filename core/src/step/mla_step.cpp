@@ -94,6 +94,7 @@ struct StepWorkspace {
   std::int64_t* slots = nullptr;  // the plan's slots
   TensorView latents, k, v;
   TensorView k8, v8;              // the FP8 attention mode: k and v quantised
+  float* scales = nullptr;        // and its scratch: 4 words per attention call (k's and v's two)
   Partial prefix, first, second;  // with context chunks: a chunk's result and the running one's two buffers
 
   StepWorkspace(WorkspaceCursor& cursor, const MlaStepPlan& plan) {
@@ -111,6 +112,7 @@ struct StepWorkspace {
     if (fp8_mode(plan)) {
       k8 = cursor.view(DType::float8_e4m3, {rows, heads, d.qk_head_dim()});
       v8 = cursor.view(DType::float8_e4m3, {rows, heads, d.v_head_dim});
+      scales = static_cast<float*>(cursor.bytes(4 * sizeof(float) * (1 + plan.context.chunks.size())));
     }
     if (plan.context.chunks.empty()) return;
     for (Partial* partial : {&prefix, &first, &second}) {
@@ -134,50 +136,27 @@ void fill(const PrefillBackend& backend, Queue& queue, const StepWorkspace& w, c
   clock.done(&MlaStepPhases::projection_ms);
 }
 
-// The largest magnitude of a [tokens, heads, dim] view of host memory.
-float largest_magnitude(const TensorView& view) {
-  float largest = 0.0f;
-  for (std::int64_t t = 0; t < view.size(0); ++t)
-    for (std::int64_t h = 0; h < view.size(1); ++h)
-      for (std::int64_t d = 0; d < view.size(2); ++d)
-        largest = std::max(largest, std::fabs(load_as_float(view.data, view.dtype, view.offset(t, h, d))));
-  return largest;
-}
-
-// to[i] = e4m3(from[i] / scale), saturating (docs/contract.md §4's conversion).
-void quantise(const TensorView& from, const TensorView& to, float scale) {
-  for (std::int64_t t = 0; t < from.size(0); ++t)
-    for (std::int64_t h = 0; h < from.size(1); ++h)
-      for (std::int64_t d = 0; d < from.size(2); ++d) {
-        const float value = load_as_float(from.data, from.dtype, from.offset(t, h, d));
-        store_from_float(to.data, DType::float8_e4m3, to.offset(t, h, d), value / scale);
-      }
+// The value of a descale quantise_e4m3 returned, for MlaStepOutputs::kv_scales:
+// a tensor's is copied back, after the queue's work so far.
+float value_of(Queue& queue, const Descale& descale) {
+  if (!descale.is_tensor()) return descale.value;
+  float value = 0.0f;
+  queue.memcpy(&value, descale.values.data, sizeof value);
+  queue.wait();
+  return value;
 }
 
 // The FP8 attention mode: the first `tokens` projected keys and values
-// quantised into the fp8 rows with the caller's static scales or, absent,
-// amax / 448 of these rows (1 for all-zero rows). The rows are read on the
-// host: only the host backends take fp8 attention inputs, so the queue is
-// the host queue and its work is done.
-KvScales quantise_rows(const Queue& queue, const StepWorkspace& w, std::int64_t tokens, const MlaStepInputs& inputs,
-                       const MlaStepOutputs& outputs) {
-  if (queue.backend() != DeviceBackend::host) {
-    raise(ErrorCategory::not_supported,
-          "run_mla_prefill: the FP8 attention mode quantises its keys and values on the host queue; got " +
-              queue.describe());
-  }
-  constexpr float e4m3_largest = 448.0f;
-  const TensorView k = rows(w.k, tokens), v = rows(w.v, tokens);
-  const auto scale_of = [](const std::optional<float>& given, const TensorView& values) {
-    if (given) return *given;
-    const float largest = largest_magnitude(values);
-    return largest > 0.0f ? largest / e4m3_largest : 1.0f;
-  };
-  const KvScales scales{scale_of(inputs.k_scale, k), scale_of(inputs.v_scale, v)};
-  quantise(k, rows(w.k8, tokens), scales.k);
-  quantise(v, rows(w.v8, tokens), scales.v);
-  if (outputs.kv_scales != nullptr) outputs.kv_scales->push_back(scales);
-  return scales;
+// quantised into the fp8 rows by the backend on the queue, with the caller's
+// static scales or, absent, amax / 448 of these rows (1 for all-zero rows).
+// `call`: 0 for the new tokens, 1 + c for context chunk c (its scratch).
+InputDescales quantise_rows(const PrefillBackend& backend, Queue& queue, const StepWorkspace& w, std::int64_t tokens,
+                            std::size_t call, const MlaStepInputs& inputs, const MlaStepOutputs& outputs) {
+  float* scratch = w.scales + 4 * call;
+  const Descale k = backend.quantise_e4m3(queue, rows(w.k, tokens), rows(w.k8, tokens), inputs.k_scale, scratch);
+  const Descale v = backend.quantise_e4m3(queue, rows(w.v, tokens), rows(w.v8, tokens), inputs.v_scale, scratch + 2);
+  if (outputs.kv_scales != nullptr) outputs.kv_scales->push_back({value_of(queue, k), value_of(queue, v)});
+  return {inputs.q_descale, k, v};
 }
 
 // The attention operands of `tokens` rows of the workspace: the projected
@@ -188,11 +167,11 @@ struct AttentionOperands {
   std::optional<InputDescales> descales;
 };
 
-AttentionOperands attention_operands(const Queue& queue, const MlaStepPlan& plan, const StepWorkspace& w,
-                                     std::int64_t tokens, const MlaStepInputs& inputs, const MlaStepOutputs& outputs) {
+AttentionOperands attention_operands(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan,
+                                     const StepWorkspace& w, std::int64_t tokens, std::size_t call,
+                                     const MlaStepInputs& inputs, const MlaStepOutputs& outputs) {
   if (!fp8_mode(plan)) return {rows(w.k, tokens), rows(w.v, tokens), std::nullopt};
-  const KvScales scales = quantise_rows(queue, w, tokens, inputs, outputs);
-  return {rows(w.k8, tokens), rows(w.v8, tokens), InputDescales{inputs.q_descale, scales.k, scales.v}};
+  return {rows(w.k8, tokens), rows(w.v8, tokens), quantise_rows(backend, queue, w, tokens, call, inputs, outputs)};
 }
 
 // The cache slot of every context token of every chunk, chunk after chunk.
@@ -348,7 +327,7 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
   fresh_rows.tokens = plan.num_q_tokens;
   fill(backend, queue, w, fresh_rows, inputs.kv_b_proj, clock);
   if (outputs.kv_scales != nullptr) outputs.kv_scales->clear();
-  const AttentionOperands fresh = attention_operands(queue, plan, w, plan.num_q_tokens, inputs, outputs);
+  const AttentionOperands fresh = attention_operands(backend, queue, plan, w, plan.num_q_tokens, 0, inputs, outputs);
   const bool want_lse = !outputs.lse.empty_view();
   if (plan.context.chunks.empty()) {
     backend.run_new_tokens(queue, attention, w.attention, inputs.q, fresh.k, fresh.v, scale, want_lse, outputs.out,
@@ -374,7 +353,7 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
     cached.tokens = tokens;
     cached.scale = inputs.cache.dtype == DType::float8_e4m3 ? inputs.cache_scale : 1.0f;
     fill(backend, queue, w, cached, inputs.kv_b_proj, clock);
-    const AttentionOperands context = attention_operands(queue, plan, w, tokens, inputs, outputs);
+    const AttentionOperands context = attention_operands(backend, queue, plan, w, tokens, c + 1, inputs, outputs);
     backend.run_context_chunk(queue, attention, w.attention, static_cast<int>(c), inputs.q, context.k, context.v, scale,
                               w.prefix.out, w.prefix.lse, context.descales);
     clock.done(&MlaStepPhases::attention_ms);

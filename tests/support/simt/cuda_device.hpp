@@ -39,6 +39,13 @@ inline float __shfl_xor_sync(unsigned member_mask, float value, int lane_mask, i
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 
+// The emulator runs one thread at a time: a read-modify-write is atomic.
+inline unsigned atomicMax(unsigned* address, unsigned value) {
+  const unsigned old = *address;
+  if (value > old) *address = value;
+  return old;
+}
+
 // 16-bit floats as their bits: the kernels only convert and move them.
 struct __half {
   std::uint16_t bits;

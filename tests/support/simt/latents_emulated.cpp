@@ -3,6 +3,8 @@
 // dispatch, grid) as the CUDA and HIP builds, only the launch differs.
 #include "simt/latents_emulated.hpp"
 
+#include <cstring>
+
 #include "mla/backend/latents.hpp"
 #include "simt/latent_launch.hpp"
 
@@ -15,6 +17,12 @@ void gather_latents_emulated(const LatentGather& gather, const TensorView& laten
 void project_latents_emulated(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                               const TensorView& v) {
   emulated::latent_kernel::project_latents_with(latents, kv_b_proj, k, v, EmulatedLatentLaunch{});
+}
+
+void quantise_e4m3_emulated(Queue&, const TensorView& from, const TensorView& to, std::optional<float> scale,
+                            float* scratch) {
+  const auto zero = [](void* words, std::size_t bytes) { std::memset(words, 0, bytes); };
+  emulated::latent_kernel::quantise_e4m3_with(from, to, scale, scratch, zero, EmulatedLatentLaunch{});
 }
 
 }  // namespace mla::simt

@@ -2,6 +2,8 @@
 // the emulator.
 #pragma once
 
+#include <optional>
+
 #include "mla/backend/latents.hpp"
 
 namespace mla::simt {
@@ -10,5 +12,8 @@ namespace mla::simt {
 void gather_latents_emulated(const LatentGather& gather, const TensorView& latents, const TensorView& k);
 void project_latents_emulated(const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                               const TensorView& v);
+// The FP8 attention mode's quantisation (FlashVendor::quantise) on host memory.
+void quantise_e4m3_emulated(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
+                            float* scratch);
 
 }  // namespace mla::simt
