@@ -155,6 +155,57 @@ TEST_P(CudaFlashTest, MoreKeysThanQueriesAndTheReverse) {
   check_new_tokens(PrefillMetadata::from_lengths({3, 200, 129}, {300, 70, 129}, true));
 }
 
+// Row maxima that creep up over many key tiles: 40 queries each see about
+// 1,080 keys (17 to 35 key tiles, whichever way a kernel walks them), whose
+// scores rise by about 0.5 per 128 keys on head 0 and fall as much on head 1
+// (so one of them rises in either walk), random on head 2. A rescale of O
+// skipped or applied late in one step leaves a whole row off by e^0.5 or so;
+// compared row by row, since the rest of the rows would hide it in a norm.
+TEST_P(CudaFlashTest, RowMaximaRisingSlowlyOverManyKeyTiles) {
+  const int nq = 40, nk = 1100;
+  const std::int64_t dqk = params_.dims.qk_head_dim(), dv = params_.dims.v_head_dim;
+  TestTensor q = tensor(nq, dqk);
+  TestTensor k = tensor(nk, dqk);
+  TestTensor v = tensor(nk, dv);
+  const double per_key = 0.5 / 128 / scale_;  // key 0's first element per key, for 0.5 of score per 128 keys
+  for (int h = 0; h < params_.num_heads; ++h) {
+    for (int t = 0; t < nq; ++t) {
+      for (std::int64_t d = 0; d < dqk; ++d) {
+        store_from_float(q.host.data(), params_.dtype, q.host_view.offset(t, h, d), d == 0 ? 1.0f : 0.0f);
+      }
+    }
+    if (h == 2) continue;
+    for (int j = 0; j < nk; ++j) {
+      const double ramp = (h == 0 ? j : nk - 1 - j) * per_key;
+      store_from_float(k.host.data(), params_.dtype, k.host_view.offset(j, h, 0), static_cast<float>(ramp));
+    }
+  }
+  testing::to_device(queue_, q);
+  testing::to_device(queue_, k);
+  const PrefillMetadata metadata = PrefillMetadata::from_lengths({nq}, {nk}, true);
+  backend_->prepare(queue_, metadata);
+  const AttentionResult result =
+      backend_->run_new_tokens(queue_, q.device_view, k.device_view, v.device_view, scale_, true);
+  Queue host = Queue::host();
+  reference_->prepare(host, metadata);
+  const AttentionResult expected =
+      reference_->run_new_tokens(host, q.host_view, k.host_view, v.host_view, scale_, true);
+  auto out_bytes = download(queue_, result.out);
+  const TensorView got = on_host(result.out, out_bytes);
+  for (int t = 0; t < nq; ++t) {
+    for (int h = 0; h < params_.num_heads; ++h) {
+      double diff = 0.0, norm = 0.0;
+      for (std::int64_t d = 0; d < dv; ++d) {
+        const double a = load_as_float(got.data, got.dtype, got.offset(t, h, d));
+        const double b = load_as_float(expected.out.data, expected.out.dtype, expected.out.offset(t, h, d));
+        diff += (a - b) * (a - b);
+        norm += b * b;
+      }
+      ASSERT_LE(std::sqrt(diff / norm), out_tolerance()) << "row " << t << ", head " << h;
+    }
+  }
+}
+
 // New tokens into the caller's out, each head's row padded by 8 NaN
 // elements: the view matches REFERENCE (it starts random, so a row left
 // unwritten shows) and the padding stays NaN. Sequences of 130 and 64 rows

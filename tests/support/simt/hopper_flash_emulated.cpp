@@ -81,6 +81,15 @@ void run(const FlashParams& params) {
     hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal, In>(params, schedule, maps.q, maps.k, maps.v,
                                                                           maps.o);
   });
+  // The schedule's bookkeeping: a block takes its first tile by its index and
+  // every later one from the counter, until a take lands past the end, so the
+  // counter ends at the tiles taken from it plus one failed take per block:
+  // exactly total_tiles. Anything else hands a tile out twice or skips one.
+  if (tile_counter != schedule.total_tiles) {
+    raise(ErrorCategory::internal, "GPU emulator: " + recipe.kernel + ": the tile counter ended at " +
+                                       std::to_string(tile_counter) + ", not at the schedule's " +
+                                       std::to_string(schedule.total_tiles) + " tiles");
+  }
 }
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
@@ -129,6 +138,7 @@ void project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, con
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor hopper_vendor{
     "HOPPER_FLASH (emulated)", DeviceBackend::host, hopper_choice, hopper_launch, merge, gather, project, nullptr, true,
+    quantise_e4m3_emulated,
 };
 
 }  // namespace
