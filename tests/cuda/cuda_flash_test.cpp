@@ -316,6 +316,51 @@ TEST_P(CudaFlashTest, ContextChunkWithEmptySequences) {
   }
 }
 
+// Split-KV with query tiles that fill both of HOPPER_FLASH's consumer
+// warpgroups (rows 64-127) and a second query tile: 150 and 70 queries,
+// bottom-right causal against 1,200 and 900 keys, and a context chunk of
+// 300 and 200 keys (a step splits only with context chunks), 3 key ranges
+// forced, so every partial and its merge covers rows past the first 64 of
+// a tile.
+TEST_P(CudaFlashTest, SplitKvWithLongQueryRanges) {
+#if defined(MLA_TEST_EMULATED)
+  if (GetParam().dims.qk_head_dim() != 192 || GetParam().dtype != DType::bfloat16) {
+    GTEST_SKIP() << "emulated: split-KV runs on bfloat16 192/128 only";
+  }
+#endif
+  const test::ScopedEnv splits("MLA_KV_SPLITS", "3");
+  PrefillMetadata metadata = PrefillMetadata::from_lengths({150, 70}, {1200, 900}, true);
+  metadata.add_chunk({300, 200});
+  const std::int64_t nq = metadata.num_q_tokens(), nk = metadata.num_k_tokens();
+  const std::int64_t dv = params_.dims.v_head_dim;
+  TestTensor q = tensor(nq, params_.dims.qk_head_dim(), 8);
+  TestTensor k = tensor(nk, params_.dims.qk_head_dim());
+  TestTensor v = tensor(nk, dv, 24);
+  TestTensor chunk_k = tensor(500, params_.dims.qk_head_dim());
+  TestTensor chunk_v = tensor(500, dv);
+  UsmBuffer out_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads * dv) * 2);
+  UsmBuffer lse_storage = UsmBuffer::device(queue_, static_cast<std::size_t>(nq * params_.num_heads) * 4);
+  queue_.memset(out_storage.get(), 0xff, out_storage.bytes());
+  AttentionResult result;
+  result.out =
+      TensorView::contiguous(out_storage.get(), params_.dtype, {nq, params_.num_heads, dv}, MemoryKind::device);
+  result.lse = TensorView::contiguous(lse_storage.get(), DType::float32, {params_.num_heads, nq}, MemoryKind::device);
+  UsmBuffer workspace = UsmBuffer::device(queue_, prefill_step_workspace_size(params_, metadata));
+  run_prefill_step(*backend_, queue_, metadata, q.device_view, k.device_view, v.device_view, {chunk_k.device_view},
+                   {chunk_v.device_view}, scale_, {result.out, result.lse, workspace.get(), workspace.bytes()});
+  Queue host = Queue::host();
+  const AttentionResult expected = run_prefill_step(*reference_, host, metadata, q.host_view, k.host_view, v.host_view,
+                                                    {chunk_k.host_view}, {chunk_v.host_view}, scale_);
+  auto out_bytes = download(queue_, result.out);
+  auto lse_bytes = download(queue_, result.lse);
+  EXPECT_TRUE(close_to_reference(on_host(result.out, out_bytes), on_host(result.lse, lse_bytes), expected.out,
+                                 expected.lse, out_tolerance(), lse_tolerance()));
+#if defined(MLA_TEST_EMULATED)
+  // Per attention call the split kernel and its merge, then the step's LSE merge: both calls split.
+  EXPECT_EQ(simt::statistics().launches, 5u);
+#endif
+}
+
 // Split-KV: few queries against long key ranges (the shape that leaves most
 // of a GPU idle), through run_prefill_step with the caller's workspace, which
 // lends the backend its split scratch: new tokens causal against more keys
