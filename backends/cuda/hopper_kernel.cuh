@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/fragment_layout.hpp"
 #include "cuda/hopper_config.hpp"
 #include "cuda/sm80_primitives.cuh"
 #include "cuda/sm90_primitives.cuh"
@@ -175,19 +176,16 @@ __device__ inline void pack_p(std::uint32_t (&p_frag)[BlockCols / 16][4], const 
 }
 
 // e4m3: the m64k32 A fragment of keys 32kk..32kk+31 from S's 8-key blocks
-// 4kk..4kk+3 as they lie (e4m3_slot_key: register 0 row g, blocks 4kk and
-// 4kk + 1; register 1 the same for row g + 8; registers 2 and 3 blocks
-// 4kk + 2 and 4kk + 3), rounded to e4m3 with saturation, lowest byte first.
+// 4kk..4kk+3 as they lie, rounded to e4m3 with saturation: a warp's part of
+// wgmma's A is the mma.m16n8k32 layout and its S accumulators those of
+// m16n8 tiles, so CUDA_FLASH's layout::p_fragment_e4m3 (the permutation
+// e4m3_slot_key describes) serves, over S viewed as its 8-key blocks.
 template <int BlockCols>
 __device__ inline void pack_p_e4m3(std::uint32_t (&p_frag)[BlockCols / 32][4], const float (&s)[BlockCols / 2]) {
+  const auto& blocks = reinterpret_cast<const float(&)[BlockCols / 8][4]>(s);
+  const auto pack = [](float a, float b, float c, float d) { return cuda_flash::sm80::pack_e4m3x4(a, b, c, d); };
 #pragma unroll
-  for (int kk = 0; kk < BlockCols / 32; ++kk) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int n = 4 * (4 * kk + 2 * (i / 2)) + 2 * (i % 2);  // block 4kk + 2(i / 2), row g + 8(i % 2)
-      p_frag[kk][i] = cuda_flash::sm80::pack_e4m3x4(s[n], s[n + 1], s[n + 4], s[n + 5]);
-    }
-  }
+  for (int kk = 0; kk < BlockCols / 32; ++kk) cuda_flash::layout::p_fragment_e4m3(p_frag[kk], blocks, kk, pack);
 }
 
 // O += P V: one k-step of 16 keys per wgmma, P from registers. V is
@@ -762,7 +760,8 @@ __global__ void __launch_bounds__(block_threads, 1)
 
 template <int HeadDimV>
 __global__ void __launch_bounds__(HeadDimV)
-    transpose_v_e4m3(const FlashParams p, int batch, unsigned char* vt, std::int64_t columns) {
+    transpose_v_e4m3(const FlashParams p, unsigned char* vt, std::int64_t columns) {
+  const int batch = p.batch_size;
   const int d = static_cast<int>(threadIdx.x);
   const int head = static_cast<int>(blockIdx.y);
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * vt_block_columns;

@@ -77,7 +77,7 @@ template <int HeadDimV>
 void transpose_v(const FlashParams& params, gpu::Stream stream, void* vt, const std::string& kernel) {
   const TransposeGrid grid = transpose_grid(params, HeadDimV);
   transpose_v_e4m3<HeadDimV><<<dim3(grid.blocks_x, grid.heads), grid.threads, 0, stream>>>(
-      params, params.batch_size, static_cast<unsigned char*>(vt), grid.columns);
+      params, static_cast<unsigned char*>(vt), grid.columns);
   gpu::check_launch("transpose_v_e4m3<" + std::to_string(HeadDimV) + ">",
                     "the transposed v of " + kernel + ": " + std::to_string(grid.columns) + " columns x " +
                         std::to_string(grid.heads) + " heads");

@@ -72,23 +72,11 @@ inline cuda_flash::sm90::TensorMapSpec token_head_spec(const void* base, std::in
   return spec;
 }
 
-// e4m3: the transposed copy of V, [columns, dv, heads] bytes (hopper_config.hpp,
-// vt_columns), in boxes of 64 key columns x every dv row x 1 head.
+// e4m3: the transposed copy of V (hopper_config.hpp, vt_columns) is a tensor
+// of dv rows of `columns` bytes per head, read in boxes of 64 key columns x
+// every dv row x 1 head.
 inline cuda_flash::sm90::TensorMapSpec transposed_v_spec(const void* vt, std::int64_t columns, int heads, int dv) {
-  cuda_flash::sm90::TensorMapSpec spec;
-  spec.base = vt;
-  spec.rank = 3;
-  spec.element_bytes = 1;
-  spec.dims[0] = static_cast<std::uint64_t>(columns);
-  spec.dims[1] = static_cast<std::uint64_t>(dv);
-  spec.dims[2] = static_cast<std::uint64_t>(std::max(heads, 1));
-  spec.strides_bytes[0] = static_cast<std::uint64_t>(columns);
-  spec.strides_bytes[1] = static_cast<std::uint64_t>(columns) * static_cast<std::uint64_t>(dv);
-  spec.box[0] = static_cast<std::uint32_t>(panel_elements);
-  spec.box[1] = static_cast<std::uint32_t>(dv);
-  spec.box[2] = 1;
-  spec.swizzle = cuda_flash::sm90::Swizzle::bytes64;
-  return spec;
+  return token_head_spec(vt, dv, columns, columns * dv, heads, static_cast<int>(columns), dv, 1);
 }
 
 // The output [dv, tokens, heads] in boxes of 64 x 64 rows (one consumer's).

@@ -132,7 +132,7 @@ TEST(HopperE4m3, TransposedVHoldsEveryKeyOnceAndZerosElsewhere) {
   config.grid.y = grid.heads;
   config.block.x = grid.threads;
   unsigned char* out = vt.data();
-  simt::launch(config, [&] { transpose_v_e4m3<dv>(p, batch, out, grid.columns); });
+  simt::launch(config, [&] { transpose_v_e4m3<dv>(p, out, grid.columns); });
   std::vector<std::uint8_t> expected(vt.size(), 0);
   for (int seq = 0; seq < batch; ++seq) {
     const int length = cu_k[seq + 1] - cu_k[seq];

@@ -46,9 +46,7 @@ void transpose_v(const FlashParams& params, std::vector<unsigned char>& vt) {
   config.block.x = grid.threads;
   config.warp_size = 32;
   unsigned char* out = vt.data();
-  launch(config, [&params, out, &grid] {
-    hopper_flash::transpose_v_e4m3<HeadDimV>(params, params.batch_size, out, grid.columns);
-  });
+  launch(config, [&params, out, &grid] { hopper_flash::transpose_v_e4m3<HeadDimV>(params, out, grid.columns); });
 }
 
 template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In>
