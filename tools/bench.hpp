@@ -28,6 +28,9 @@ struct BenchOptions {
   std::int64_t workspace_tokens = 2048;
   int kv_lora_rank = 512;
   bool fp8_cache = false;
+  // --topk / --window: masked new tokens against dense ones (bench_masked.cpp).
+  std::optional<int> topk;
+  std::optional<int> window;
 };
 
 // DeepSeek-V3 prefill at tensor-parallel 8 (16 of 128 heads per rank) unless
@@ -78,6 +81,9 @@ BenchProblem make_problem(const BenchOptions& options, std::vector<int> context)
 
 // mla-prefill bench --step (bench_step.cpp).
 int run_step_bench(const BenchOptions& options);
+
+// mla-prefill bench --topk / --window (bench_masked.cpp).
+int run_masked_bench(const BenchOptions& options);
 
 // Whether the chosen backend is the library's own REFERENCE, the oracle the
 // benchmarks check against (not a configured override of its member).

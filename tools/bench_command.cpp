@@ -153,6 +153,7 @@ int run_bench(const BenchOptions& options) {
     raise(ErrorCategory::invalid_argument, "--repeats must be at least 1, got " + std::to_string(options.repeats));
   }
   if (options.step) return run_step_bench(options);
+  if (options.topk || options.window) return run_masked_bench(options);
   const BenchProblem problem = make_problem(options, BenchProblem().context_lengths);
   Selector selector = options.selection.make_selector();
   const DeviceCapability platform = current_platform();
@@ -263,6 +264,12 @@ Command add_bench_command(CLI::App& parent) {
       ->needs(step);
   app->add_flag("--fp8-cache", options->fp8_cache, "--step: the cache holds fp8 e4m3 bytes with a per-tensor scale")
       ->needs(step);
+  add_optional(*app, "--topk", options->topk,
+               "time the new tokens with a top-k key mask (K random causal keys per query, docs/contract.md §12) "
+               "against dense causal attention, alternately")
+      ->excludes(step);
+  add_optional(*app, "--window", options->window, "the same with a sliding window of W keys (alone or with --topk)")
+      ->excludes(step);
   return {app, [options] { return run_bench(*options); }};
 }
 

@@ -55,6 +55,14 @@ void HostBackend::attend(Queue& queue, const AttentionCall& call) const {
     problem.k_descale = read_descales(queue, descales.k, heads, "k");
     problem.v_descale = read_descales(queue, descales.v, heads, "v");
   }
+  if (call.mask.masks_keys()) {
+    const MaskPositions positions = mask_positions(meta, call.chunk);
+    problem.mask.topk = call.mask.topk;
+    problem.mask.window = call.mask.window;
+    problem.mask.query_position = positions.query;
+    problem.mask.key_position = positions.key;
+  }
+  problem.sinks = read_sinks(queue, call.mask.sinks, params().num_heads);
   attention(problem);
 }
 
@@ -63,7 +71,7 @@ void HostBackend::merge_attn_states(Queue& queue, const MergeArgs& args) const {
   check_merge_args(*this, queue, args);
   MergeArgs resolved = args;
   if (const std::optional<float> scale = host_scale(queue, args.out_scale)) resolved.out_scale = OutputScale(*scale);
-  merge(resolved);
+  merge(resolved, read_sinks(queue, args.sinks, static_cast<int>(args.prefix_out.size(1))));
 }
 
 }  // namespace mla::detail

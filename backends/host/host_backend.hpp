@@ -12,6 +12,26 @@
 
 namespace mla::detail {
 
+// A call's key mask (docs/contract.md §12) as the host kernels read it:
+// query i of sequence b sees the call's key j of it, beyond causality, when
+// sees(b, i, j).
+struct HostKeyMask {
+  TopkMask topk;  // empty: no top-k bits
+  std::int64_t window = 0;
+  std::vector<std::int64_t> query_position;  // [B]: position of query 0 in the whole key range
+  std::vector<std::int64_t> key_position;    // [B]: position of the call's key 0
+
+  bool active() const { return !topk.empty() || window != 0; }
+  bool sees(std::size_t b, std::int64_t i, std::int64_t j) const {
+    const std::int64_t key = key_position[b] + j;
+    if (window != 0 && key <= query_position[b] + i - window) return false;
+    if (topk.empty()) return true;
+    const std::uint32_t word =
+        topk.words[static_cast<std::int64_t>(b) * topk.batch_stride + i * topk.row_stride + key / 32];
+    return ((word >> (key % 32)) & 1u) != 0;
+  }
+};
+
 // One varlen attention: sequence b has queries [cu_q[b], cu_q[b+1]) and keys
 // [cu_k[b], cu_k[b+1]). Causal masks are bottom-right aligned.
 struct HostAttentionProblem {
@@ -28,6 +48,10 @@ struct HostAttentionProblem {
   // float8_e4m3 inputs: each head's descale of q, k and v ([H] each, read
   // and checked on the host); empty for other dtypes.
   std::vector<float> q_descale, k_descale, v_descale;
+  // §12: the keys each query sees beyond causality, and each head's sink
+  // logit ([H], -inf for none; empty: no sinks), read and checked on the host.
+  HostKeyMask mask;
+  std::vector<float> sinks;
 };
 
 class HostBackend : public PrefillBackend {
@@ -37,6 +61,8 @@ class HostBackend : public PrefillBackend {
   void merge_attn_states(Queue& queue, const MergeArgs& args) const override;
   // Both host kernels write fp8 e4m3 output with a static per-tensor scale.
   bool supports_quant_output(QuantKey key) const override;
+  // Both host kernels take top-k masks, windows and sinks.
+  bool takes_attention_masks() const override { return true; }
 
  protected:
   // Every call and plan needs a host queue.
@@ -46,7 +72,8 @@ class HostBackend : public PrefillBackend {
   // Called with arguments that passed the shared checks, on the host queue;
   // a merge's out_scale is a host value by then (never is_device()).
   virtual void attention(const HostAttentionProblem& problem) const = 0;
-  virtual void merge(const MergeArgs& args) const = 0;
+  // `sinks`: args.sinks read and checked ([H]; empty: none).
+  virtual void merge(const MergeArgs& args, const std::vector<float>& sinks) const = 0;
 };
 
 }  // namespace mla::detail

@@ -33,6 +33,11 @@ struct FlashArgs {
   // query multiplier) and v's (into the output's); null otherwise.
   const float* qk_descale = nullptr;
   const float* v_descale = nullptr;
+  // docs/contract.md §12: the call's key mask (null when it has none; only
+  // the fp32-product kernel takes one) and each head's sink logit times
+  // log2(e), in the scores' log2 units (null: no sinks).
+  const detail::HostKeyMask* mask = nullptr;
+  const float* sinks_log2 = nullptr;
 
   // The query multiplier and the output multiplier of head `head`.
   float head_q_multiplier(int head) const { return qk_descale ? q_multiplier * qk_descale[head] : q_multiplier; }
@@ -40,8 +45,9 @@ struct FlashArgs {
 
   // `qk_descales` holds problem's q descale times k descale per head (fp8
   // inputs); it and `items` must outlive the kernel.
+  // `sinks_log2` holds problem's sinks times log2(e) (empty: none).
   FlashArgs(const AttentionProblem& problem, const std::vector<WorkItem>& items,
-            const std::vector<float>& qk_descales = {})
+            const std::vector<float>& qk_descales = {}, const std::vector<float>& sinks_log2_values = {})
       : q(wrap<const In, 3>(problem.q)),
         k(wrap<const In, 3>(problem.k)),
         v(wrap<const In, 3>(problem.v)),
@@ -54,13 +60,23 @@ struct FlashArgs {
         q_multiplier(problem.scale * numeric::log2e),
         out_multiplier(problem.out_scale ? 1.0f / *problem.out_scale : 1.0f),
         qk_descale(qk_descales.empty() ? nullptr : qk_descales.data()),
-        v_descale(problem.v_descale.empty() ? nullptr : problem.v_descale.data()) {
+        v_descale(problem.v_descale.empty() ? nullptr : problem.v_descale.data()),
+        mask(problem.mask.active() ? &problem.mask : nullptr),
+        sinks_log2(sinks_log2_values.empty() ? nullptr : sinks_log2_values.data()) {
     if (write_lse) lse = wrap<float, 2>(problem.lse);
   }
 };
 
+// Each head's sink logit times log2(e), the scores' units (empty: no sinks).
+inline std::vector<float> sinks_log2(const AttentionProblem& problem) {
+  std::vector<float> values;
+  for (float sink : problem.sinks) values.push_back(sink * numeric::log2e);
+  return values;
+}
+
 // Where one work item's queries and keys lie, for tiles of `rows_q` queries.
 struct ItemSpan {
+  int sequence = 0;
   int q_begin = 0;     // the sequence's first query token
   int k_begin = 0;     // its first key token
   int tile_first = 0;  // the tile's first query within the sequence
@@ -72,6 +88,7 @@ struct ItemSpan {
 inline ItemSpan item_span(const WorkItem& item, const std::int32_t* cu_q, const std::int32_t* cu_k, int rows_q,
                           bool causal) {
   ItemSpan span;
+  span.sequence = item.sequence;
   span.q_begin = cu_q[item.sequence];
   const int sq = cu_q[item.sequence + 1] - span.q_begin;
   span.k_begin = cu_k[item.sequence];
@@ -96,15 +113,18 @@ inline void reset_softmax_state(float* row_max, float* row_sum, float* acc, int 
 // The epilogue of `rows` queries from token `token`: out = acc / row sum
 // (times the head's out multiplier), the first dv of acc_cols columns, and the
 // natural-log LSE; a row without a visible key gets 0 and -inf
-// (docs/contract.md §2).
+// (docs/contract.md §2). A head's sink joins the divisor, not the LSE (§12).
 template <DType kIn, DType kOut>
 void store_output(const FlashArgs<kIn, kOut>& args, const float* acc, int acc_cols, const float* row_max,
                   const float* row_sum, int token, int rows, int head, int dv) {
   constexpr float kLn2 = 0.6931471805599453f;
   const float multiplier = args.head_out_multiplier(head);
+  const float sink = args.sinks_log2 ? args.sinks_log2[head] : neg_infinity();
   for (int r = 0; r < rows; ++r) {
     const float sum = row_sum[r];
-    const float inverse = sum > 0.0f ? multiplier / sum : 0.0f;
+    // exp2 of any sign: a sink far above the row's scores sends out to 0.
+    const float divisor = sink == neg_infinity() ? sum : sum + kmath::exp2(sink - row_max[r]);
+    const float inverse = sum > 0.0f ? multiplier / divisor : 0.0f;
     for (int c = 0; c < dv; ++c) args.out(token + r, head, c) = Element<kOut>::store(acc[r * acc_cols + c] * inverse);
     if (args.write_lse) {
       args.lse(head, token + r) = sum > 0.0f ? (row_max[r] + kmath::log2(sum)) * kLn2 : neg_infinity();

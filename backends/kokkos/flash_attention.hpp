@@ -17,8 +17,9 @@ using AttentionProblem = detail::HostAttentionProblem;
 // FlashAttention-2 on Kokkos' default host execution space.
 void flash_attention(const AttentionProblem& problem);
 
-// docs/contract.md §3 on arguments that passed check_merge_args.
-void merge_states(const MergeArgs& args);
+// docs/contract.md §3 on arguments that passed check_merge_args, with
+// args.sinks read into `sinks` (§12; empty: none).
+void merge_states(const MergeArgs& args, const std::vector<float>& sinks);
 
 // The MLA step's up-projection (PrefillBackend::project_latents) on
 // arguments that passed check_latent_projection (projection.cpp): on oneDNN

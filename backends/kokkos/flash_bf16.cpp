@@ -196,7 +196,8 @@ void launch(const AttentionProblem& problem) {
   const int heads = static_cast<int>(problem.q.shape[1]);
   const std::vector<WorkItem> work = build_work_list(problem, heads, kBr);
   if (work.empty()) return;
-  const Kernel kernel{FlashArgs<DType::bfloat16, kOut>(problem, work),
+  const std::vector<float> sinks = sinks_log2(problem);
+  const Kernel kernel{FlashArgs<DType::bfloat16, kOut>(problem, work, {}, sinks),
                       Bf16Layout(static_cast<int>(problem.q.shape[2]), static_cast<int>(problem.v.shape[2]))};
   for_each_item("mla_kokkos_flash_attention_bf16_dot", static_cast<std::int64_t>(work.size()), kernel);
 }

@@ -68,10 +68,10 @@ void KokkosBackend::project_latents(Queue& queue, const TensorView& latents, con
   kokkos::project_latents(latents, kv_b_proj, k, v);
 }
 
-void KokkosBackend::merge(const MergeArgs& args) const {
+void KokkosBackend::merge(const MergeArgs& args, const std::vector<float>& sinks) const {
   ensure_initialized();
   const KernelTurn turn;
-  merge_states(args);
+  merge_states(args, sinks);
 }
 
 }  // namespace mla::kokkos

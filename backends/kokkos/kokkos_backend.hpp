@@ -24,7 +24,7 @@ class KokkosBackend final : public detail::HostBackend {
   // Kernels run on Kokkos' default host execution space, which reads the
   // memory of the host queue; GPU queues are refused.
   void attention(const detail::HostAttentionProblem& problem) const override;
-  void merge(const MergeArgs& args) const override;
+  void merge(const MergeArgs& args, const std::vector<float>& sinks) const override;
 };
 
 }  // namespace mla::kokkos

@@ -78,27 +78,34 @@ void attention(const AttentionProblem& problem) {
         gather_row(problem.k, problem.k_descale, k0 + j, h, keys.data() + j * dqk);
         gather_row(problem.v, problem.v_descale, k0 + j, h, values.data() + j * dv);
       }
+      const double sink = problem.sinks.empty() ? neg_inf : static_cast<double>(problem.sinks[h]);
       for (std::int64_t i = 0; i < sq; ++i) {
         const std::int64_t visible = numeric::causal_key_end(i, sq, sk, problem.causal);
         std::fill(row.begin(), row.end(), 0.0);
-        if (visible == 0) {
+        gather_row(problem.q, problem.q_descale, q0 + i, h, query.data());
+        // Keys the mask hides (docs/contract.md §12) get no score and weight 0.
+        double max_score = neg_inf;
+        for (std::int64_t j = 0; j < visible; ++j) {
+          const bool seen = !problem.mask.active() || problem.mask.sees(b, i, j);
+          scores[static_cast<std::size_t>(j)] =
+              seen ? problem.scale * dot(query.data(), keys.data() + j * dqk, dqk) : neg_inf;
+          max_score = std::max(max_score, scores[static_cast<std::size_t>(j)]);
+        }
+        if (max_score == neg_inf) {  // no key in view: 0 and -inf (§2), whatever the sink
           write_row(problem, q0 + i, h, row, neg_inf);
           continue;
         }
-        gather_row(problem.q, problem.q_descale, q0 + i, h, query.data());
-        double max_score = neg_inf;
-        for (std::int64_t j = 0; j < visible; ++j) {
-          scores[static_cast<std::size_t>(j)] = problem.scale * dot(query.data(), keys.data() + j * dqk, dqk);
-          max_score = std::max(max_score, scores[static_cast<std::size_t>(j)]);
-        }
         double sum = 0.0;
         for (std::int64_t j = 0; j < visible; ++j) {
+          if (scores[static_cast<std::size_t>(j)] == neg_inf) continue;
           const double weight = std::exp(scores[static_cast<std::size_t>(j)] - max_score);
           sum += weight;
           const double* value = values.data() + j * dv;
           for (std::int64_t d = 0; d < dv; ++d) row[static_cast<std::size_t>(d)] += weight * value[d];
         }
-        for (double& x : row) x /= sum;
+        // The sink joins the denominator only; the LSE stays without it.
+        const double denominator = sum + std::exp(sink - max_score);
+        for (double& x : row) x /= denominator;
         write_row(problem, q0 + i, h, row, max_score + std::log(sum));
       }
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "host/host_backend.hpp"
 #include "mla/backend.hpp"
@@ -15,8 +16,9 @@ using AttentionProblem = detail::HostAttentionProblem;
 
 void attention(const AttentionProblem& problem);
 
-// docs/contract.md §3 on arguments that passed check_merge_args.
-void merge(const MergeArgs& args);
+// docs/contract.md §3 on arguments that passed check_merge_args, with
+// args.sinks read into `sinks` (§12; empty: none).
+void merge(const MergeArgs& args, const std::vector<float>& sinks);
 
 class ReferenceBackend final : public detail::HostBackend {
  public:
@@ -28,7 +30,7 @@ class ReferenceBackend final : public detail::HostBackend {
 
  protected:
   void attention(const AttentionProblem& problem) const override { reference::attention(problem); }
-  void merge(const MergeArgs& args) const override { reference::merge(args); }
+  void merge(const MergeArgs& args, const std::vector<float>& sinks) const override { reference::merge(args, sinks); }
 };
 
 }  // namespace mla::reference

@@ -22,7 +22,7 @@ float load_lse(const TensorView& lse, std::int64_t head, std::int64_t token) {
 
 }  // namespace
 
-void merge(const MergeArgs& args) {
+void merge(const MergeArgs& args, const std::vector<float>& sinks) {
   const std::int64_t tokens = args.prefix_out.size(0);
   const std::int64_t heads = args.prefix_out.size(1);
   const std::int64_t dim = args.prefix_out.size(2);
@@ -34,8 +34,14 @@ void merge(const MergeArgs& args) {
     const bool copy_suffix = args.prefill_tokens_with_context && t >= *args.prefill_tokens_with_context;
     for (std::int64_t h = 0; h < heads; ++h) {
       double prefix_weight = 0.0, suffix_weight = 1.0, out_lse = 0.0;
-      if (copy_suffix) {
+      // §12: the sink joins the merged denominator; out_lse stays without it.
+      const double sink = sinks.empty() ? neg_inf : static_cast<double>(sinks[static_cast<std::size_t>(h)]);
+      if (copy_suffix && sinks.empty()) {
         out_lse = static_cast<double>(load_lse(args.suffix_lse, h, t));
+      } else if (copy_suffix) {
+        out_lse = static_cast<double>(load_lse(args.suffix_lse, h, t));
+        const double s = empty_if_infinite(static_cast<float>(out_lse));
+        suffix_weight = s == neg_inf ? 0.0 : 1.0 / (1.0 + std::exp(sink - s));
       } else {
         const double p = empty_if_infinite(load_lse(args.prefix_lse, h, t));
         const double s = empty_if_infinite(load_lse(args.suffix_lse, h, t));
@@ -45,8 +51,9 @@ void merge(const MergeArgs& args) {
           out_lse = neg_inf;
         } else {
           const double pw = std::exp(p - m), sw = std::exp(s - m), z = pw + sw;
-          prefix_weight = pw / z;
-          suffix_weight = sw / z;
+          const double denominator = z + std::exp(sink - m);
+          prefix_weight = pw / denominator;
+          suffix_weight = sw / denominator;
           out_lse = m + std::log(z);
         }
       }

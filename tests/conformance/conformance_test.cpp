@@ -218,8 +218,10 @@ class MergeConformance : public Conformance {
 
   // Merges on both backends into padded, poisoned outputs and compares.
   // With `device_scale` the backend reads out_scale from queue memory.
+  // With `sinks` (one per head, §12) both merges take them.
   void check_merge(const MergeInputs& in, DType out_dtype, std::optional<float> out_scale,
-                   std::optional<std::int64_t> cutoff, bool with_lse, bool device_scale = false) {
+                   std::optional<std::int64_t> cutoff, bool with_lse, bool device_scale = false,
+                   const std::vector<float>& sinks = {}) {
     const std::int64_t h = heads(), dv = v_dim();
     const std::int64_t row = h * (dv + 16) + 16;  // 16-byte aligned rows even for fp8
     HostTensor out(out_dtype, {tokens, h, dv}, {row, dv + 16, 1}, 0, 2 * row);
@@ -241,6 +243,11 @@ class MergeConformance : public Conformance {
       queue_.memcpy(scale_buffer.get(), &*out_scale, sizeof(float));
       args.out_scale = OutputScale::on_device(scale_buffer.as<const float>());
     }
+    HostTensor host_sinks(DType::float32, {h});
+    for (std::int64_t head = 0; head < h && !sinks.empty(); ++head)
+      host_sinks.set(sinks[static_cast<std::size_t>(head)], head);
+    const DeviceTensor d_sinks = upload(queue_, host_sinks);
+    if (!sinks.empty()) args.sinks = d_sinks.view;
     backend_->merge_attn_states(queue_, args);
     download(queue_, d_out, out);
     download(queue_, d_out_lse, out_lse);
@@ -255,13 +262,14 @@ class MergeConformance : public Conformance {
                        ref_lse.view(),
                        cutoff,
                        out_scale ? std::optional<OutputScale>(*out_scale) : std::nullopt};
+    if (!sinks.empty()) ref_args.sinks = host_sinks.view();
     reference_->merge_attn_states(host_, ref_args);
     if (reference_under_test()) {
       std::optional<double> scale_of_out;
       if (out_scale) scale_of_out = *out_scale;
-      EXPECT_TRUE(agrees_with_oracle(
-          ref_out.view(), ref_lse.view(),
-          oracle_merge(in.prefix_out, in.prefix_lse, in.suffix_out, in.suffix_lse, cutoff, scale_of_out)));
+      EXPECT_TRUE(agrees_with_oracle(ref_out.view(), ref_lse.view(),
+                                     oracle_merge(in.prefix_out, in.prefix_lse, in.suffix_out, in.suffix_lse, cutoff,
+                                                  scale_of_out, std::vector<double>(sinks.begin(), sinks.end()))));
     }
 
     // LSEs are fp32 in and out whatever the dtype: only fp32 rounding separates them.
@@ -306,6 +314,17 @@ TEST_P(MergeConformance, TokensPastCutoffCopySuffixWithoutLse) {
   check_merge(merge_inputs(tokens - 9), dtype(), std::nullopt, tokens - 9, false);
   // Every token copies. No special LSEs: a copied +inf is copied as it is.
   check_merge(merge_inputs(0), dtype(), std::nullopt, 0, true);
+}
+
+// Sinks (§12) join the merged denominator once, copied tokens included; the
+// LSE stays without them. Heads cycle through no sink, small and large ones.
+TEST_P(MergeConformance, SinksJoinTheDenominatorOnly) {
+  if (!backend_->takes_attention_masks()) GTEST_SKIP() << backend_->name() << " takes no sinks (§12)";
+  std::vector<float> sinks;
+  const float cycle[] = {-std::numeric_limits<float>::infinity(), 0.5f, 3.0f, -2.0f, 40.0f};
+  for (int head = 0; head < heads(); ++head) sinks.push_back(cycle[(head + 1) % 5]);
+  check_merge(merge_inputs(tokens), dtype(), std::nullopt, std::nullopt, true, false, sinks);
+  check_merge(merge_inputs(tokens - 9), dtype(), std::nullopt, tokens - 9, true, false, sinks);
 }
 
 TEST_P(MergeConformance, Fp8Output) {

@@ -40,7 +40,7 @@ float quantised(double x, std::optional<double> out_scale) {
 
 OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v,
                               const std::vector<int>& q_lens, const std::vector<int>& k_lens, bool causal, double scale,
-                              std::optional<double> out_scale, const OracleDescales& descales) {
+                              std::optional<double> out_scale, const OracleDescales& descales, const OracleMask& mask) {
   const std::int64_t num_queries = q.size(0), heads = q.size(1), qk_dim = q.size(2), v_dim = v.size(2);
   OracleResult result{HostTensor(DType::float32, {num_queries, heads, v_dim}),
                       HostTensor(DType::float32, {heads, num_queries})};
@@ -54,9 +54,13 @@ OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const Ho
         // further from the end than itself.
         const std::int64_t query_from_end = queries - 1 - query;
         std::vector<std::int64_t> seen;
+        const std::int64_t position = keys - queries + query;
         for (std::int64_t key = 0; key < keys; ++key) {
           const std::int64_t key_from_end = keys - 1 - key;
-          if (!causal || key_from_end >= query_from_end) seen.push_back(key);
+          if (causal && key_from_end < query_from_end) continue;
+          if (mask.window > 0 && key <= position - mask.window) continue;
+          if (mask.allowed && !mask.allowed(seq, query, key)) continue;
+          seen.push_back(key);
         }
         std::vector<double> scores;
         const double* query_row = queries_in.at(first_query + query, head);
@@ -70,13 +74,15 @@ OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const Ho
         std::vector<double> weights;
         double denominator = 0.0;
         for (double score : scores) denominator += weights.emplace_back(std::exp(score - largest));
+        const double sink = mask.sinks.empty() ? negative_infinity : mask.sinks.at(static_cast<std::size_t>(head));
+        const double with_sink = denominator + std::exp(sink - largest);
         std::vector<double> numerators(static_cast<std::size_t>(v_dim), 0.0);
         for (std::size_t i = 0; i < seen.size(); ++i) {
           const double* value_row = values_in.at(first_key + seen[i], head);
           for (std::int64_t d = 0; d < v_dim; ++d) numerators[static_cast<std::size_t>(d)] += weights[i] * value_row[d];
         }
         for (std::int64_t d = 0; d < v_dim; ++d) {
-          const double value = seen.empty() ? 0.0 : numerators[static_cast<std::size_t>(d)] / denominator;
+          const double value = seen.empty() ? 0.0 : numerators[static_cast<std::size_t>(d)] / with_sink;
           result.out.set(quantised(value, out_scale), first_query + query, head, d);
         }
         const double lse = seen.empty() ? negative_infinity : largest + std::log(denominator);
@@ -91,14 +97,20 @@ OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const Ho
 
 OracleResult oracle_merge(const HostTensor& prefix_out, const HostTensor& prefix_lse, const HostTensor& suffix_out,
                           const HostTensor& suffix_lse, std::optional<std::int64_t> tokens_with_context,
-                          std::optional<double> out_scale) {
+                          std::optional<double> out_scale, const std::vector<double>& sinks) {
   const std::int64_t tokens = prefix_out.size(0), heads = prefix_out.size(1), v_dim = prefix_out.size(2);
   OracleResult result{HostTensor(DType::float32, {tokens, heads, v_dim}), HostTensor(DType::float32, {heads, tokens})};
   for (std::int64_t token = 0; token < tokens; ++token) {
     for (std::int64_t head = 0; head < heads; ++head) {
+      const double sink = sinks.empty() ? negative_infinity : sinks.at(static_cast<std::size_t>(head));
       if (tokens_with_context && token >= *tokens_with_context) {
-        for (std::int64_t d = 0; d < v_dim; ++d)
-          result.out.set(quantised(suffix_out.at(token, head, d), out_scale), token, head, d);
+        // The sink's share of a copied token: e^sink against e^lse.
+        const double lse = suffix_lse.at(head, token);
+        const double kept = sinks.empty() ? 1.0 : std::isinf(lse) ? 0.0 : 1.0 / (1.0 + std::exp(sink - lse));
+        for (std::int64_t d = 0; d < v_dim; ++d) {
+          const double value = kept == 0.0 ? 0.0 : double{suffix_out.at(token, head, d)} * kept;
+          result.out.set(quantised(value, out_scale), token, head, d);
+        }
         result.lse.set(suffix_lse.at(head, token), head, token);
         continue;
       }
@@ -114,10 +126,11 @@ OracleResult oracle_merge(const HostTensor& prefix_out, const HostTensor& prefix
       const double larger = std::max(prefix, suffix);
       const double prefix_weight = std::exp(prefix - larger), suffix_weight = std::exp(suffix - larger);
       const double total = prefix_weight + suffix_weight;
+      const double divisor = total + std::exp(sink - larger);
       for (std::int64_t d = 0; d < v_dim; ++d) {
         double value = 0.0;
-        if (prefix_weight > 0.0) value += double{prefix_out.at(token, head, d)} * prefix_weight / total;
-        if (suffix_weight > 0.0) value += double{suffix_out.at(token, head, d)} * suffix_weight / total;
+        if (prefix_weight > 0.0) value += double{prefix_out.at(token, head, d)} * prefix_weight / divisor;
+        if (suffix_weight > 0.0) value += double{suffix_out.at(token, head, d)} * suffix_weight / divisor;
         result.out.set(quantised(value, out_scale), token, head, d);
       }
       result.lse.set(static_cast<float>(larger + std::log(total)), head, token);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -32,16 +33,31 @@ struct OracleDescales {
   std::vector<double> q, k, v;
 };
 
+// §12, as the contract words it: a key at position p of its sequence (p
+// counts the sequence's keys from 0) is seen by query i at position
+// keys - queries + i only when allowed(sequence, i, p) says so (no function:
+// always) and, with a window W > 0, p > position - W. Each head's sink
+// (none: -inf; empty: no sinks) joins the softmax's denominator but not the
+// LSE.
+struct OracleMask {
+  std::function<bool(std::size_t sequence, std::int64_t query, std::int64_t position)> allowed;
+  std::int64_t window = 0;
+  std::vector<double> sinks;
+};
+
 OracleResult oracle_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v,
                               const std::vector<int>& q_lens, const std::vector<int>& k_lens, bool causal, double scale,
-                              std::optional<double> out_scale = std::nullopt, const OracleDescales& descales = {});
+                              std::optional<double> out_scale = std::nullopt, const OracleDescales& descales = {},
+                              const OracleMask& mask = {});
 
 // merge_attn_states (§3): tokens at or past `tokens_with_context` copy the
 // suffix; infinities of either sign mean an empty side; two empty sides give
 // 0 and -inf. With `out_scale` as above.
+// With `sinks` (§12, one per head), each head's sink joins the merged
+// denominator (a copied token's too) and never the LSE.
 OracleResult oracle_merge(const HostTensor& prefix_out, const HostTensor& prefix_lse, const HostTensor& suffix_out,
                           const HostTensor& suffix_lse, std::optional<std::int64_t> tokens_with_context,
-                          std::optional<double> out_scale = std::nullopt);
+                          std::optional<double> out_scale = std::nullopt, const std::vector<double>& sinks = {});
 
 // How far REFERENCE (fp64, rounded once to `out_dtype`) may be from the
 // oracle (fp64, rounded once to float32): the output dtype's rounding, and

@@ -201,6 +201,54 @@ struct InputDescales {
   Descale q, k, v;
 };
 
+// vLLM's bit-packed top-k key mask (its masked-MHA layout; docs/contract.md
+// §12): 32-bit words, row (b, i) for query i of sequence b at
+// words + b * batch_stride + i * row_stride, and bit (p & 31) of the row's
+// word p >> 5 set when the key at position p of the sequence's whole key
+// range (its context keys, chunk after chunk, then its new-token keys) may be
+// seen. Rows past a sequence's queries and bits past its keys are not read.
+struct TopkMask {
+  const std::uint32_t* words = nullptr;  // 16-byte aligned; null: no mask
+  std::int64_t batch_size = 0;           // B, the metadata's
+  std::int64_t rows = 0;                 // rows per sequence: at least its query count
+  std::int64_t words_per_row = 0;        // 32 of them cover every key position of every sequence
+  std::int64_t batch_stride = 0;         // words from one sequence's rows to the next; a multiple of 4
+  std::int64_t row_stride = 0;           // words from one row to the next; a multiple of 4, >= words_per_row
+  MemoryKind memory = MemoryKind::host;  // where the words live
+
+  bool empty() const { return words == nullptr; }
+  // [B, rows, words_per_row] packed densely (strides rows * words_per_row and
+  // words_per_row, so words_per_row must be a multiple of 4).
+  static TopkMask contiguous(const std::uint32_t* words, std::int64_t batch_size, std::int64_t rows,
+                             std::int64_t words_per_row, MemoryKind memory = MemoryKind::host) {
+    return TopkMask{words, batch_size, rows, words_per_row, rows * words_per_row, words_per_row, memory};
+  }
+};
+
+// Which keys an attention call's queries may see beyond causality, and the
+// sinks of its softmax (docs/contract.md §12): DeepSeek-V3.2's top-k masks,
+// sliding windows and attention sinks. Default: none of them.
+struct AttentionMask {
+  TopkMask topk = {};  // empty: every key passes
+  // 0: no window; W >= 1: the query at position p sees only keys at
+  // positions above p - W (itself and the W - 1 before it when causal).
+  std::int64_t window = 0;
+  // float32 [H]: each head's sink logit, on the scale of the scaled scores,
+  // added to the softmax's denominator only (-inf: none for that head).
+  // Empty view: no sinks. The LSE returned never includes the sink.
+  TensorView sinks = {};
+
+  bool masks_keys() const { return !topk.empty() || window != 0; }
+  bool has_sinks() const { return !sinks.empty_view(); }
+  bool empty() const { return !masks_keys() && !has_sinks(); }
+  // The same mask without its sinks: what a step's partial calls take.
+  AttentionMask without_sinks() const {
+    AttentionMask mask = *this;
+    mask.sinks = TensorView{};
+    return mask;
+  }
+};
+
 // The scale of fp8 e4m3 output, out = saturate(value / scale): a host float
 // (it converts implicitly), or a float32 in memory the queue's device reads,
 // read when the kernel runs, as engines keep it (a scale tensor that a CUDA
@@ -242,6 +290,9 @@ struct MergeArgs {
   TensorView out_lse;                                       // [H, N] float32, optional (empty view: not written)
   std::optional<std::int64_t> prefill_tokens_with_context;  // tokens >= T copy the suffix
   std::optional<OutputScale> out_scale;                     // required for fp8 output
+  // float32 [H] sink logits applied once to the merged result (§12): both
+  // sides are partials without sinks; empty view: none.
+  TensorView sinks = {};
 };
 
 // Memory of the caller's that a call works in: `bytes` at `data`, 64-byte
@@ -334,6 +385,7 @@ struct AttentionCall {
   TensorView lse;                         // [H, Nq] float32; empty view: not wanted
   std::optional<OutputScale> out_scale;   // new tokens only
   std::optional<InputDescales> descales;  // float8_e4m3 inputs only; absent: all 1
+  AttentionMask mask = {};                // §12; empty unless the backend takes masks
   const char* operation = "";             // "run_new_tokens" or "run_context_chunk", for messages
 };
 
@@ -373,25 +425,35 @@ class PrefillBackend {
   // the same name and params) for `queue`'s device, its words uploaded to
   // `workspace`.
   // With float8_e4m3 inputs, `descales` gives q's, k's and v's (all 1 when
-  // absent); other dtypes take none.
+  // absent); other dtypes take none. `mask` limits the keys each query sees
+  // and adds sinks (docs/contract.md §12); a backend that takes none
+  // (takes_attention_masks) refuses a non-empty one with
+  // Error(not_supported).
   AttentionResult run_new_tokens(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
                                  const TensorView& q, const TensorView& k, const TensorView& v, float scale,
                                  bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt,
-                                 const std::optional<InputDescales>& descales = std::nullopt) const;
+                                 const std::optional<InputDescales>& descales = std::nullopt,
+                                 const AttentionMask& mask = {}) const;
   // Non-causal attention of every query against context chunk `chunk_index`;
   // always returns the LSE. Rows whose sequence has no keys: 0 and -inf.
-  // `out` (the backend's output dtype), `lse` and `descales` as for
+  // `out` (the backend's output dtype), `lse`, `descales` and `mask` as for
   // run_new_tokens.
   AttentionResult run_context_chunk(Queue& queue, const AttentionPlan& plan, const Workspace& workspace,
                                     int chunk_index, const TensorView& q, const TensorView& k, const TensorView& v,
                                     float scale, std::optional<TensorView> out = std::nullopt,
                                     std::optional<TensorView> lse = std::nullopt,
-                                    const std::optional<InputDescales>& descales = std::nullopt) const;
+                                    const std::optional<InputDescales>& descales = std::nullopt,
+                                    const AttentionMask& mask = {}) const;
 
   // Joins two partial attentions (docs/contract.md §3). Needs no plan.
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) const = 0;
+
+  // Whether the attention calls take a non-empty AttentionMask and the merge
+  // sinks (docs/contract.md §12): REFERENCE and KOKKOS today. The others
+  // refuse them with Error(not_supported) and write nothing.
+  virtual bool takes_attention_masks() const { return false; }
 
   // ---- The prepared step: a convenience over one plan (vLLM's interface). ----
 
@@ -413,11 +475,13 @@ class PrefillBackend {
                                  float scale, bool return_lse, std::optional<TensorView> out = std::nullopt,
                                  std::optional<OutputScale> out_scale = std::nullopt,
                                  std::optional<TensorView> lse = std::nullopt,
-                                 const std::optional<InputDescales>& descales = std::nullopt);
+                                 const std::optional<InputDescales>& descales = std::nullopt,
+                                 const AttentionMask& mask = {});
   AttentionResult run_context_chunk(Queue& queue, int chunk_index, const TensorView& q, const TensorView& k,
                                     const TensorView& v, float scale, std::optional<TensorView> out = std::nullopt,
                                     std::optional<TensorView> lse = std::nullopt,
-                                    const std::optional<InputDescales>& descales = std::nullopt);
+                                    const std::optional<InputDescales>& descales = std::nullopt,
+                                    const AttentionMask& mask = {});
 
   // ---- The MLA step's gather and up-projection, and descriptions. ----
 
@@ -510,11 +574,16 @@ struct BackendEntry {
 // [H, Nq] LSE, equal to one attention pass over context + new tokens. This
 // form allocates its results and workspace on `queue`; the one below does not.
 // With float8_e4m3 inputs, `descales` holds q's and the keys' and values'
-// descales, the same for the new tokens and every chunk.
+// descales, the same for the new tokens and every chunk. `mask`'s top-k bits
+// and window apply to every call (its positions span context and new keys);
+// its sinks are applied once, by the last merge (or the new tokens' call
+// when there are no chunks), so the result equals one masked pass with sinks
+// (docs/contract.md §12).
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
-                                 float scale, const std::optional<InputDescales>& descales = std::nullopt);
+                                 float scale, const std::optional<InputDescales>& descales = std::nullopt,
+                                 const AttentionMask& mask = {});
 
 // Where a prefill step writes, all memory of the caller's (device memory of
 // the queue, or anything the queue can access).
@@ -564,7 +633,7 @@ std::size_t prefill_step_workspace_size(const BackendParams& params, const Devic
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
-                      const std::optional<InputDescales>& descales = std::nullopt);
+                      const std::optional<InputDescales>& descales = std::nullopt, const AttentionMask& mask = {});
 
 // The same with metadata on the device, planned from it: on the
 // flash backends, with a borrowed stream and buffers of the caller's, the
@@ -574,6 +643,6 @@ void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetada
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
-                      const std::optional<InputDescales>& descales = std::nullopt);
+                      const std::optional<InputDescales>& descales = std::nullopt, const AttentionMask& mask = {});
 
 }  // namespace mla

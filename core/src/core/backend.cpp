@@ -250,11 +250,20 @@ void check_merge_args(const MergeArgs& args) {
                    std::to_string(t));
     }
   }
+  if (!args.sinks.empty_view()) {
+    const TensorView& sinks = args.sinks;
+    if (sinks.rank != 1 || sinks.dtype != DType::float32 || sinks.size(0) != heads) {
+      bad_argument("merge: sinks must be float32[" + std::to_string(heads) + "] (one logit per head); got " +
+                   sinks.describe());
+    }
+    check_has_data(sinks, "merge: sinks");
+  }
   detail::check_no_overlap("merge", {{"out", args.out}, {"out_lse", args.out_lse}},
                            {{"prefix_out", prefix},
                             {"prefix_lse", args.prefix_lse},
                             {"suffix_out", args.suffix_out},
-                            {"suffix_lse", args.suffix_lse}});
+                            {"suffix_lse", args.suffix_lse},
+                            {"sinks", args.sinks}});
 }
 
 void check_merge_args(const Queue& queue, const MergeArgs& args) {
@@ -264,7 +273,8 @@ void check_merge_args(const Queue& queue, const MergeArgs& args) {
                                {"merge: suffix_out", &args.suffix_out},
                                {"merge: suffix_lse", &args.suffix_lse},
                                {"merge: out", &args.out},
-                               {"merge: out_lse", &args.out_lse}});
+                               {"merge: out_lse", &args.out_lse},
+                               {"merge: sinks", &args.sinks}});
 }
 
 void check_quant_output(const PrefillBackend& backend, bool has_out_scale, const char* output) {
@@ -276,6 +286,11 @@ void check_quant_output(const PrefillBackend& backend, bool has_out_scale, const
 
 void check_merge_args(const PrefillBackend& backend, const Queue& queue, const MergeArgs& args) {
   check_quant_output(backend, args.out_scale.has_value(), "merge output");
+  if (!args.sinks.empty_view() && !backend.takes_attention_masks()) {
+    raise(ErrorCategory::not_supported, backend.name() +
+                                            " merge_attn_states takes no sinks yet (docs/contract.md §12); "
+                                            "REFERENCE and KOKKOS do");
+  }
   check_merge_args(queue, args);
 }
 

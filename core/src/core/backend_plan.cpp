@@ -135,6 +135,7 @@ AttentionResult PrefillBackend::run_call(Queue& queue, AttentionCall& call, bool
     check_chunk_args(*this, plan, queue, call.chunk, call.q, call.k, call.v, call.scale, given_out, given_lse,
                      call.descales);
   }
+  check_attention_mask(*this, plan, queue, call.mask, given_out, given_lse, who().c_str());
   const DType out_dtype = call.out_scale ? DType::float8_e4m3 : params_.output_dtype();
   AttentionResult result = allocate_result(*this, queue, plan.num_q_tokens, return_lse, out, out_dtype, lse);
   call.out = result.out;
@@ -147,7 +148,8 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const AttentionPlan
                                                const TensorView& q, const TensorView& k, const TensorView& v,
                                                float scale, bool return_lse, std::optional<TensorView> out,
                                                std::optional<OutputScale> out_scale, std::optional<TensorView> lse,
-                                               const std::optional<InputDescales>& descales) const {
+                                               const std::optional<InputDescales>& descales,
+                                               const AttentionMask& mask) const {
   check_queue(queue, "run_new_tokens");
   AttentionCall call;
   call.plan = &plan;
@@ -158,6 +160,7 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const AttentionPlan
   call.scale = scale;
   call.out_scale = out_scale;
   call.descales = descales;
+  call.mask = mask;
   call.operation = "run_new_tokens";
   return run_call(queue, call, /*chunk_call=*/false, return_lse, out, lse);
 }
@@ -166,7 +169,8 @@ AttentionResult PrefillBackend::run_context_chunk(Queue& queue, const AttentionP
                                                   int chunk_index, const TensorView& q, const TensorView& k,
                                                   const TensorView& v, float scale, std::optional<TensorView> out,
                                                   std::optional<TensorView> lse,
-                                                  const std::optional<InputDescales>& descales) const {
+                                                  const std::optional<InputDescales>& descales,
+                                                  const AttentionMask& mask) const {
   check_queue(queue, "run_context_chunk");
   AttentionCall call;
   call.plan = &plan;
@@ -177,6 +181,7 @@ AttentionResult PrefillBackend::run_context_chunk(Queue& queue, const AttentionP
   call.v = v;
   call.scale = scale;
   call.descales = descales;
+  call.mask = mask;
   call.operation = "run_context_chunk";
   return run_call(queue, call, /*chunk_call=*/true, /*return_lse=*/true, out, lse);
 }
@@ -239,7 +244,8 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const TensorView& q
                                                const TensorView& v, float scale, bool return_lse,
                                                std::optional<TensorView> out, std::optional<OutputScale> out_scale,
                                                std::optional<TensorView> lse,
-                                               const std::optional<InputDescales>& descales) {
+                                               const std::optional<InputDescales>& descales,
+                                               const AttentionMask& mask) {
   // A wrong queue is named before a missing prepare(); with a plan held,
   // the planned call below checks the queue.
   if (!prepared_) check_queue(queue, "run_new_tokens");
@@ -247,13 +253,14 @@ AttentionResult PrefillBackend::run_new_tokens(Queue& queue, const TensorView& q
   order_after_upload(queue);
   const Workspace workspace{prepared_->workspace.get(), prepared_->workspace.bytes()};
   return static_cast<const PrefillBackend&>(*this).run_new_tokens(queue, held, workspace, q, k, v, scale, return_lse,
-                                                                  out, out_scale, lse, descales);
+                                                                  out, out_scale, lse, descales, mask);
 }
 
 AttentionResult PrefillBackend::run_context_chunk(Queue& queue, int chunk_index, const TensorView& q,
                                                   const TensorView& k, const TensorView& v, float scale,
                                                   std::optional<TensorView> out, std::optional<TensorView> lse,
-                                                  const std::optional<InputDescales>& descales) {
+                                                  const std::optional<InputDescales>& descales,
+                                                  const AttentionMask& mask) {
   // A wrong queue is named before a missing prepare(); with a plan held,
   // the planned call below checks the queue.
   if (!prepared_) check_queue(queue, "run_context_chunk");
@@ -261,7 +268,7 @@ AttentionResult PrefillBackend::run_context_chunk(Queue& queue, int chunk_index,
   order_after_upload(queue);
   const Workspace workspace{prepared_->workspace.get(), prepared_->workspace.bytes()};
   return static_cast<const PrefillBackend&>(*this).run_context_chunk(queue, held, workspace, chunk_index, q, k, v,
-                                                                     scale, out, lse, descales);
+                                                                     scale, out, lse, descales, mask);
 }
 
 namespace {
@@ -286,10 +293,10 @@ void run_wrapped(const PrefillBackend& inner, Queue& queue, const AttentionCall&
   const std::optional<TensorView> lse = call.lse.empty_view() ? std::nullopt : std::optional<TensorView>(call.lse);
   if (call.chunk < 0) {
     inner.run_new_tokens(queue, plan, call.workspace, call.q, call.k, call.v, call.scale, lse.has_value(), call.out,
-                         call.out_scale, lse, call.descales);
+                         call.out_scale, lse, call.descales, call.mask);
   } else {
     inner.run_context_chunk(queue, plan, call.workspace, call.chunk, call.q, call.k, call.v, call.scale, call.out, lse,
-                            call.descales);
+                            call.descales, call.mask);
   }
 }
 

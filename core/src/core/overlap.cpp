@@ -97,13 +97,27 @@ void add_descale_operands(std::vector<Operand>& inputs, const std::optional<Inpu
   inputs.emplace_back("v descale", descales->v.elements());
 }
 
+std::size_t topk_mask_bytes(const TopkMask& mask) {
+  if (mask.empty() || mask.batch_size <= 0 || mask.rows <= 0 || mask.words_per_row <= 0) return 0;
+  const std::int64_t words =
+      (mask.batch_size - 1) * mask.batch_stride + (mask.rows - 1) * mask.row_stride + mask.words_per_row;
+  return static_cast<std::size_t>(words) * sizeof(std::uint32_t);
+}
+
+void add_mask_operands(std::vector<Operand>& inputs, const AttentionMask& mask) {
+  if (!mask.topk.empty()) inputs.emplace_back("top-k mask", mask.topk.words, topk_mask_bytes(mask.topk));
+  if (mask.has_sinks()) inputs.emplace_back("sinks", mask.sinks);
+}
+
 void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView& v,
                       const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
-                      const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales) {
+                      const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales,
+                      const AttentionMask& mask) {
   std::vector<Operand> inputs{{"q", q}, {"k", k}, {"v", v}};
   for (std::size_t c = 0; c < chunk_k.size(); ++c) inputs.emplace_back(fmt::format("chunk_k[{}]", c), chunk_k[c]);
   for (std::size_t c = 0; c < chunk_v.size(); ++c) inputs.emplace_back(fmt::format("chunk_v[{}]", c), chunk_v[c]);
   add_descale_operands(inputs, descales);
+  add_mask_operands(inputs, mask);
   check_no_overlap(
       "run_prefill_step",
       {{"out", buffers.out}, {"lse", buffers.lse}, {"workspace", buffers.workspace, buffers.workspace_bytes}}, inputs);

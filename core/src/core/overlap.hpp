@@ -63,11 +63,20 @@ void check_no_overlap(const std::string& who, const std::vector<Operand>& output
 // descales).
 void add_descale_operands(std::vector<Operand>& inputs, const std::optional<InputDescales>& descales);
 
+// Appends a call's top-k mask words ("top-k mask") and sinks ("sinks") to
+// its inputs (nothing for an empty mask).
+void add_mask_operands(std::vector<Operand>& inputs, const AttentionMask& mask);
+
+// The bytes a top-k mask's rows take, from its first word to the end of its
+// last row (0 for an empty mask).
+std::size_t topk_mask_bytes(const TopkMask& mask);
+
 // The same for whole steps: the caller's out, lse and workspace against every
 // tensor the step reads.
 void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView& v,
                       const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
-                      const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales);
+                      const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales,
+                      const AttentionMask& mask = {});
 void check_no_overlap(const MlaStepInputs& inputs, const MlaStepOutputs& outputs, const Workspace& workspace);
 
 }  // namespace mla::detail

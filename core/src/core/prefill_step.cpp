@@ -81,9 +81,10 @@ template <class MakePlan>
 void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::size_t chunks, std::size_t plan_bound,
               MakePlan&& make_plan, const TensorView& q, const TensorView& k, const TensorView& v,
               const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v, float scale,
-              const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales) {
+              const PrefillStepBuffers& buffers, const std::optional<InputDescales>& descales,
+              const AttentionMask& mask) {
   check_chunk_views(chunks, chunk_k, chunk_v);
-  detail::check_no_overlap(q, k, v, chunk_k, chunk_v, buffers, descales);
+  detail::check_no_overlap(q, k, v, chunk_k, chunk_v, buffers, descales, mask);
   const BackendParams& params = backend.params();
   detail::check_workspace("run_prefill_step", "prefill_step_workspace_size", buffers.workspace, buffers.workspace_bytes,
                           workspace_size(params, num_q, chunks, plan_bound));
@@ -100,12 +101,21 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
                                                std::to_string(work.plan.bytes) + ")");
   }
   const PrefillBackend& stateless = backend;
+  // The mask is checked, and sinks read where the host can, before any call
+  // writes: a bad one found by the last merge would leave the caller's
+  // buffers half written.
+  check_attention_mask(backend, plan, queue, mask, buffers.out, buffers.lse, "run_prefill_step");
+  if (mask.has_sinks() && queue.backend() == DeviceBackend::host)
+    read_sinks(queue, mask.sinks, backend.params().num_heads);
   stateless.upload_plan(queue, plan, work.plan);
   if (chunks == 0) {
     stateless.run_new_tokens(queue, plan, work.plan, q, k, v, scale, /*return_lse=*/true, result.out, std::nullopt,
-                             result.lse, descales);
+                             result.lse, descales, mask);
     return;
   }
+  // The partial calls take the mask without its sinks; the last merge
+  // applies them once (docs/contract.md §12).
+  const AttentionMask partial_mask = mask.without_sinks();
   // Each merge reads one buffer and writes the other; the new tokens start in
   // the one that makes the last merge land in the caller's.
   const Partial& context = work.context;
@@ -113,10 +123,10 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
   Partial current = chunks % 2 == 0 ? result : spare;
   Partial next = chunks % 2 == 0 ? spare : result;
   stateless.run_new_tokens(queue, plan, work.plan, q, k, v, scale, /*return_lse=*/true, current.out, std::nullopt,
-                           current.lse, descales);
+                           current.lse, descales, partial_mask);
   for (std::size_t c = 0; c < chunks; ++c) {
     stateless.run_context_chunk(queue, plan, work.plan, static_cast<int>(c), q, chunk_k[c], chunk_v[c], scale,
-                                context.out, context.lse, descales);
+                                context.out, context.lse, descales, partial_mask);
     MergeArgs args;
     args.prefix_out = context.out;
     args.prefix_lse = context.lse;
@@ -124,6 +134,7 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
     args.suffix_lse = current.lse;
     args.out = next.out;
     args.out_lse = next.lse;
+    if (c + 1 == chunks) args.sinks = mask.sinks;
     stateless.merge_attn_states(queue, args);
     std::swap(current, next);
   }
@@ -144,33 +155,33 @@ std::size_t prefill_step_workspace_size(const BackendParams& params, const Devic
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
-                      const std::optional<InputDescales>& descales) {
+                      const std::optional<InputDescales>& descales, const AttentionMask& mask) {
   check_metadata(metadata);
   const PlanOptions options = step_options(metadata.chunks.size());
   run_step(
       backend, queue, metadata.num_q_tokens(), metadata.chunks.size(),
       attention_workspace_size(backend.params(), metadata, options),
       [&] { return static_cast<const PrefillBackend&>(backend).plan(queue, metadata, options); }, q, k, v, chunk_k,
-      chunk_v, scale, buffers, descales);
+      chunk_v, scale, buffers, descales, mask);
 }
 
 void run_prefill_step(PrefillBackend& backend, Queue& queue, const DevicePrefillMetadata& metadata, const TensorView& q,
                       const TensorView& k, const TensorView& v, const std::vector<TensorView>& chunk_k,
                       const std::vector<TensorView>& chunk_v, float scale, const PrefillStepBuffers& buffers,
-                      const std::optional<InputDescales>& descales) {
+                      const std::optional<InputDescales>& descales, const AttentionMask& mask) {
   check_device_metadata(metadata);
   const PlanOptions options = step_options(metadata.chunks.size());
   run_step(
       backend, queue, metadata.num_q_tokens, metadata.chunks.size(),
       attention_workspace_size(backend.params(), metadata, options),
       [&] { return static_cast<const PrefillBackend&>(backend).plan(queue, metadata, options); }, q, k, v, chunk_k,
-      chunk_v, scale, buffers, descales);
+      chunk_v, scale, buffers, descales, mask);
 }
 
 AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const PrefillMetadata& metadata,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const std::vector<TensorView>& chunk_k, const std::vector<TensorView>& chunk_v,
-                                 float scale, const std::optional<InputDescales>& descales) {
+                                 float scale, const std::optional<InputDescales>& descales, const AttentionMask& mask) {
   check_chunk_views(metadata.chunks.size(), chunk_k, chunk_v);
   check_metadata(metadata);
   const BackendParams& params = backend.params();
@@ -191,7 +202,7 @@ AttentionResult run_prefill_step(PrefillBackend& backend, Queue& queue, const Pr
   PrefillStepBuffers buffers{result.out, result.lse, nullptr, prefill_step_workspace_size(params, metadata)};
   UsmBuffer workspace = UsmBuffer::device(queue, buffers.workspace_bytes);
   buffers.workspace = workspace.get();
-  run_prefill_step(backend, queue, metadata, q, k, v, chunk_k, chunk_v, scale, buffers, descales);
+  run_prefill_step(backend, queue, metadata, q, k, v, chunk_k, chunk_v, scale, buffers, descales, mask);
   return result;
 }
 

@@ -6,6 +6,7 @@
 // mla/plugin/abi.h.
 #pragma once
 
+#include "mla/attention_mask.hpp"
 #include "mla/backend.hpp"
 #include "mla/config.hpp"
 #include "mla/error.hpp"

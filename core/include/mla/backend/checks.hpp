@@ -66,6 +66,30 @@ void check_chunk_args(const PrefillBackend& backend, const AttentionPlan& plan, 
                       const std::optional<TensorView>& lse = std::nullopt,
                       const std::optional<InputDescales>& descales = std::nullopt);
 
+// What PrefillBackend's calls check of an AttentionMask after the tensors
+// (docs/contract.md §12): Error(not_supported) from a backend that does not
+// take masks (`who` names the call), then the top-k mask's shape against the
+// plan's batch and lengths (where the plan holds them), its strides and
+// alignment, the window, the sinks' shape and dtype, that the queue reaches
+// them and that out and lse overlap neither; Error(invalid_argument).
+void check_attention_mask(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue,
+                          const AttentionMask& mask, const std::optional<TensorView>& out,
+                          const std::optional<TensorView>& lse, const char* who);
+
+// Where one call's rows and keys lie in each sequence's whole key range
+// (§12): sequence b's query i is at position query[b] + i, its key j of the
+// call at key[b] + j. `chunk` < 0: the new tokens; else that context chunk.
+struct MaskPositions {
+  std::vector<std::int64_t> query;
+  std::vector<std::int64_t> key;
+};
+MaskPositions mask_positions(const PrefillMetadata& metadata, int chunk);
+
+// The sink logits `sinks` (float32 [heads]) read through `queue`: each
+// must be finite or -inf; Error(invalid_argument) naming the head
+// otherwise. Empty for an empty view.
+std::vector<float> read_sinks(Queue& queue, const TensorView& sinks, int heads);
+
 // For a backend that hands its attention calls to another one (a wrapper,
 // as in examples/cpp/in_process_backend.cpp): wrap_plan keeps `inner` (the
 // other backend's plan of the same step) inside `outer` (the wrapper's, from
