@@ -5,6 +5,7 @@
 // in how they stage and multiply; these parts must not.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -33,8 +34,8 @@ struct FlashArgs {
   // query multiplier) and v's (into the output's); null otherwise.
   const float* qk_descale = nullptr;
   const float* v_descale = nullptr;
-  // docs/contract.md §12: the call's key mask (null when it has none; only
-  // the fp32-product kernel takes one) and each head's sink logit times
+  // docs/contract.md §12: the call's key mask (null when it has none) and
+  // each head's sink logit times
   // log2(e), in the scores' log2 units (null: no sinks).
   const detail::HostKeyMask* mask = nullptr;
   const float* sinks_log2 = nullptr;
@@ -98,6 +99,86 @@ inline ItemSpan item_span(const WorkItem& item, const std::int32_t* cu_q, const 
   span.keys = numeric::causal_key_end(span.tile_first + span.rows - 1, sq, sk, causal);
   span.diagonal = sk - sq;
   return span;
+}
+
+// docs/contract.md §12 in the tiled kernels. The first key tile (a multiple
+// of `tile_cols`) that the window lets the item's first query see; 0
+// without a mask or window.
+inline int first_key_tile(const detail::HostKeyMask* mask, const ItemSpan& span, int tile_cols) {
+  if (mask == nullptr || mask->window == 0) return 0;
+  const auto b = static_cast<std::size_t>(span.sequence);
+  const std::int64_t first_seen = mask->query_position[b] + span.tile_first - mask->window + 1 - mask->key_position[b];
+  if (first_seen <= 0) return 0;
+  return static_cast<int>(std::min<std::int64_t>(first_seen, span.keys) / tile_cols * tile_cols);
+}
+
+// The call keys [begin, end) query `row` may see in the key tile [kv_first,
+// kv_first + cols) by causality and the window (begin >= end: none).
+inline void row_key_range(const detail::HostKeyMask& mask, const ItemSpan& span, bool causal, int row, int kv_first,
+                          int cols, int& begin, int& end) {
+  const auto b = static_cast<std::size_t>(span.sequence);
+  end = causal ? imin(kv_first + cols, row + span.diagonal + 1) : kv_first + cols;
+  begin = kv_first;
+  if (mask.window != 0) {
+    const std::int64_t first = mask.query_position[b] + row - mask.window + 1 - mask.key_position[b];
+    if (first > begin) begin = static_cast<int>(std::min<std::int64_t>(first, kv_first + cols));
+  }
+}
+
+// Bits [begin, end) of query `row`'s top-k words over the call's keys, up to
+// 32 at a time: visit(first key, word, count), bit 0 of the word being that
+// key and its bits from `count` on clear.
+template <class Visit>
+void for_each_mask_word(const detail::HostKeyMask& mask, const ItemSpan& span, int row, int begin, int end,
+                        Visit&& visit) {
+  const auto b = static_cast<std::size_t>(span.sequence);
+  const std::int64_t offset = mask.key_position[b];
+  const std::uint32_t* words =
+      mask.topk.words + static_cast<std::int64_t>(b) * mask.topk.batch_stride + row * mask.topk.row_stride;
+  for (std::int64_t position = offset + begin; position < offset + end;) {
+    const std::int64_t bit = position % 32;
+    const std::int64_t span_bits = std::min<std::int64_t>(32 - bit, offset + end - position);
+    std::uint32_t word = words[position / 32] >> bit;
+    if (span_bits < 32) word &= (1u << span_bits) - 1u;
+    visit(static_cast<int>(position - offset), word, static_cast<int>(span_bits));
+    position += span_bits;
+  }
+}
+
+// Whether some query of the item sees some key of the tile [kv_first,
+// kv_first + cols): a tile the mask and window hide from every query is
+// never staged.
+inline bool any_key_seen(const detail::HostKeyMask& mask, const ItemSpan& span, bool causal, int kv_first, int cols) {
+  for (int r = 0; r < span.rows; ++r) {
+    int begin = 0, end = 0;
+    row_key_range(mask, span, causal, span.tile_first + r, kv_first, cols, begin, end);
+    if (begin >= end) continue;
+    if (mask.topk.empty()) return true;
+    bool seen = false;
+    for_each_mask_word(mask, span, span.tile_first + r, begin, end,
+                       [&](int, std::uint32_t word, int) { seen = seen || word != 0; });
+    if (seen) return true;
+  }
+  return false;
+}
+
+// Scores st[j][r] (row length `st_row`) of the tile's keys the window or
+// the top-k bits hide become -inf, so their P is exactly 0; causality is
+// the kernel's own.
+inline void hide_masked_keys(const detail::HostKeyMask& mask, const ItemSpan& span, int kv_first, int cols, float* st,
+                             int st_row) {
+  for (int r = 0; r < span.rows; ++r) {
+    int begin = 0, end = 0;
+    row_key_range(mask, span, /*causal=*/false, span.tile_first + r, kv_first, cols, begin, end);
+    for (int key = kv_first; key < begin; ++key) st[(key - kv_first) * st_row + r] = neg_infinity();
+    if (mask.topk.empty()) continue;
+    for_each_mask_word(mask, span, span.tile_first + r, begin, end, [&](int first, std::uint32_t word, int bits) {
+      const std::uint32_t hidden = ~word;
+      for (int t = 0; t < bits; ++t) {
+        if ((hidden >> t) & 1u) st[(first + t - kv_first) * st_row + r] = neg_infinity();
+      }
+    });
+  }
 }
 
 // The online softmax state of `rows` queries before the first key tile: max

@@ -93,66 +93,22 @@ struct FlashKernel {
 
     stage_queries(scratch + layout.qt, span.q_begin + span.tile_first, rows, item.head);
     reset_softmax_state(row_max, row_sum, acc, kBr, layout.dv_padded);
-    for (int kv_first = first_key_tile(span); kv_first < span.keys; kv_first += kBc) {
+    for (int kv_first = first_key_tile(args.mask, span, kBc); kv_first < span.keys; kv_first += kBc) {
       const int cols = imin(kBc, span.keys - kv_first);
       // Query r sees key j of this tile iff j <= r + shift; `masked` when
       // some query of the tile does not see some key of it.
       const int shift = span.tile_first + span.diagonal - kv_first;
       const bool masked = args.causal && cols - 1 > shift;
       // A tile the key mask hides from every query is never staged (§12).
-      if (args.mask != nullptr && !any_key_seen(span, kv_first, cols)) continue;
+      if (args.mask != nullptr && !any_key_seen(*args.mask, span, args.causal, kv_first, cols)) continue;
       stage_keys_values(scratch, span.k_begin + kv_first, cols, item.head);
       scores(scratch, rows, cols, masked, shift);
-      if (args.mask != nullptr) hide_masked_keys(scratch + layout.st, span, kv_first, cols);
+      if (args.mask != nullptr) hide_masked_keys(*args.mask, span, kv_first, cols, scratch + layout.st, kBr);
       softmax_update(scratch, rows, cols, masked, shift);
       accumulate_values(scratch, rows, cols, masked, shift);
     }
     store_output(args, acc, layout.dv_padded, row_max, row_sum, span.q_begin + span.tile_first, rows, item.head,
                  layout.dv);
-  }
-
-  // The first key tile a window lets the tile's first query see (0 without
-  // a window); tiles stay aligned to kBc.
-  int first_key_tile(const ItemSpan& span) const {
-    if (args.mask == nullptr || args.mask->window == 0) return 0;
-    const auto b = static_cast<std::size_t>(span.sequence);
-    const std::int64_t first_seen =
-        args.mask->query_position[b] + span.tile_first - args.mask->window + 1 - args.mask->key_position[b];
-    if (first_seen <= 0) return 0;
-    return static_cast<int>(std::min<std::int64_t>(first_seen, span.keys) / kBc * kBc);
-  }
-
-  // Whether some query of the tile sees some key of [kv_first, kv_first +
-  // cols) through the mask and causality: a word of the top-k bits at a time.
-  bool any_key_seen(const ItemSpan& span, int kv_first, int cols) const {
-    const detail::HostKeyMask& mask = *args.mask;
-    const auto b = static_cast<std::size_t>(span.sequence);
-    for (int r = 0; r < span.rows; ++r) {
-      const int row = span.tile_first + r;
-      const int end = imin(kv_first + cols, args.causal ? row + span.diagonal + 1 : kv_first + cols);
-      int begin = kv_first;
-      if (mask.window != 0) {
-        const std::int64_t first = mask.query_position[b] + row - mask.window + 1 - mask.key_position[b];
-        begin = static_cast<int>(std::max<std::int64_t>(begin, first));
-      }
-      if (begin >= end) continue;
-      if (mask.topk.empty()) return true;
-      for (int j = begin; j < end; ++j) {
-        if (mask.sees(b, row, j)) return true;
-      }
-    }
-    return false;
-  }
-
-  // Scores of keys the mask hides become -inf, so their P is exactly 0.
-  void hide_masked_keys(float* st, const ItemSpan& span, int kv_first, int cols) const {
-    const detail::HostKeyMask& mask = *args.mask;
-    const auto b = static_cast<std::size_t>(span.sequence);
-    for (int j = 0; j < cols; ++j) {
-      for (int r = 0; r < span.rows; ++r) {
-        if (!mask.sees(b, span.tile_first + r, kv_first + j)) st[j * kBr + r] = neg_infinity();
-      }
-    }
   }
 
   // Rows the staging loops ask for ahead of the one they copy, so several
@@ -316,8 +272,9 @@ void launch_for_input(const AttentionProblem& problem) {
 #if MLA_KOKKOS_ISA_DISPATCH
   switch (selected_host_isa()) {
     case HostIsa::avx512:
-      // Key masks run on the fp32-product kernel only (§12).
-      if (kIn == DType::bfloat16 && selected_bf16_dot() && !problem.mask.active())
+      // The bf16 kernel scales the scores after the mask hid them (-inf),
+      // which only a positive scale keeps -inf.
+      if (kIn == DType::bfloat16 && selected_bf16_dot() && (!problem.mask.active() || problem.scale > 0.0f))
         return flash_attention_bf16_dot(problem);
       return launch_for_output<kIn, HostIsa::avx512>(problem);
     case HostIsa::avx2:

@@ -96,8 +96,10 @@ struct FlashBf16Kernel {
     reset_softmax_state(row_max, row_sum, acc, kBr, layout.dv_padded);
     const int score_blocks = round_up(round_up(rows, kRb), kNc) / kNc;  // every row the value product reads
     const int value_rows = round_up(rows, kRb) / kRb;
-    for (int kv_first = 0; kv_first < span.keys; kv_first += kBc) {
+    for (int kv_first = first_key_tile(args.mask, span, kBc); kv_first < span.keys; kv_first += kBc) {
       const int cols = imin(kBc, span.keys - kv_first);
+      // A tile the key mask hides from every query is never staged (§12).
+      if (args.mask != nullptr && !any_key_seen(*args.mask, span, args.causal, kv_first, cols)) continue;
       stage_keys_values(scratch, span.k_begin + kv_first, cols, item.head);
       // st[j][r] = q_r . k_j: blocks of kRb keys x kNc queries, keys fastest
       // so one column slice of qt stays in L1.
@@ -114,6 +116,7 @@ struct FlashBf16Kernel {
         bf16_dot::dot_block<kRb>(scratch + layout.kp + j * layout.dqk_pairs, layout.dqk_pairs, 1,
                                  scratch + layout.qt + r, kBr, layout.dqk_pairs, st + j * kBr + r, kBr, nullptr);
       }
+      if (args.mask != nullptr) hide_masked_keys(*args.mask, span, kv_first, cols, st, kBr);
       for (int block = 0; block < score_blocks; ++block) {
         bf16_dot::softmax_block<kBr, kNc>(st, scratch + layout.pt, row_max, row_sum, row_alpha, block * kNc, cols,
                                           masked, shift, args.q_multiplier);
