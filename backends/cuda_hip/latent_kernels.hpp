@@ -22,6 +22,7 @@
 #include "gpu_namespace.hpp"
 #include "latent_params.hpp"
 #include "mla/backend/latents.hpp"
+#include "mla/detail/cache_decode.hpp"
 #include "mla/error.hpp"
 
 namespace mla::MLA_GPU_NAMESPACE::latent_kernel {
@@ -35,6 +36,9 @@ struct GatherParams {
   std::int64_t rope_block = 0, rope_slot = 0, rope_step = 0;
   const std::int64_t* slots = nullptr;
   std::int64_t block_size = 1;
+  // A grouped cache (docs/contract.md §13): `latent` points at byte records,
+  // latent_block and latent_slot count bytes, every value is decoded.
+  CacheFormat format = CacheFormat::plain;
   std::int64_t tokens = 0, latent_dim = 0, rope_dim = 0, heads = 0;
   float scale = 1.0f;
   void* latents = nullptr;    // [T, L]
@@ -61,10 +65,21 @@ __global__ void gather_latents_kernel(const GatherParams p) {
     const std::int64_t slot = p.slots != nullptr ? p.slots[t] : t;
     const std::int64_t block = slot / p.block_size;
     const std::int64_t position = slot % p.block_size;
-    if (e < p.latent_dim) {
+    float value = 0.0f;
+    if (p.format != CacheFormat::plain) {
+      const auto* record =
+          static_cast<const std::uint8_t*>(p.latent) + block * p.latent_block + position * p.latent_slot;
+      value = numeric::decode_cache_value(p.format, record, e);
+    } else if (e < p.latent_dim) {
       const auto* src = static_cast<const SrcStorage*>(p.latent);
-      const float value =
-          Element<Src>::load(src[block * p.latent_block + position * p.latent_slot + e * p.latent_step]) * p.scale;
+      value = Element<Src>::load(src[block * p.latent_block + position * p.latent_slot + e * p.latent_step]) * p.scale;
+    } else {
+      const auto* src = static_cast<const SrcStorage*>(p.rope);
+      value =
+          Element<Src>::load(src[block * p.rope_block + position * p.rope_slot + (e - p.latent_dim) * p.rope_step]) *
+          p.scale;
+    }
+    if (e < p.latent_dim) {
       const std::int64_t at = t * p.latents_stride[0] + e * p.latents_stride[1];
       if (p.latents_float) {
         static_cast<float*>(p.latents)[at] = value;
@@ -73,9 +88,6 @@ __global__ void gather_latents_kernel(const GatherParams p) {
       }
     } else {
       const std::int64_t r = e - p.latent_dim;
-      const auto* src = static_cast<const SrcStorage*>(p.rope);
-      const float value =
-          Element<Src>::load(src[block * p.rope_block + position * p.rope_slot + r * p.rope_step]) * p.scale;
       const KStorage stored = Element<K>::store(value);
       auto* k = static_cast<KStorage*>(p.k) + t * p.k_stride[0] + (p.rope_at + r) * p.k_stride[2];
       for (std::int64_t h = 0; h < p.heads; ++h) k[h * p.k_stride[1]] = stored;
@@ -180,7 +192,8 @@ void gather_latents_with(const LatentGather& gather, const TensorView& latents, 
   DType source = gather.cache.dtype;
   if (gather.from_cache()) {
     const TensorView& cache = gather.cache;
-    params.rope_dim = cache.size(2) - params.latent_dim;
+    params.format = gather.format;
+    params.rope_dim = numeric::cache_rope_width(gather.format, cache.size(2), params.latent_dim);
     params.latent = cache.data;
     params.rope = static_cast<const char*>(cache.data) +
                   params.latent_dim * cache.stride[2] * static_cast<std::int64_t>(dtype_size(cache.dtype));

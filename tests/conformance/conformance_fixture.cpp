@@ -207,38 +207,41 @@ Operands Conformance::random_operands(std::int64_t nq, std::int64_t nk, bool str
   return agrees_with_oracle(ref.out, ref.lse, oracle_attention(q, k, v, q_lens, k_lens, causal, scale_, scale_of_out));
 }
 
-::testing::AssertionResult Conformance::chunked_prefill_matches(const std::vector<int>& q_lens,
-                                                                const std::vector<std::vector<int>>& chunk_lens) {
-  PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
-  std::vector<Operands> chunks;
+Conformance::ChunkedOperands Conformance::chunked_operands(const std::vector<int>& q_lens,
+                                                           const std::vector<std::vector<int>>& chunk_lens) {
+  ChunkedOperands c;
+  c.meta = PrefillMetadata::from_lengths(q_lens, q_lens);
   for (const auto& lens : chunk_lens) {
-    meta.add_chunk(lens);
-    chunks.push_back(random_operands(0, total(lens)));
+    c.meta.add_chunk(lens);
+    c.chunks.push_back(random_operands(0, total(lens)));
   }
-  const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
-  std::vector<TensorView> chunk_k, chunk_v;
+  c.ops = random_operands(c.meta.num_q_tokens(), c.meta.num_k_tokens());
   std::vector<const HostTensor*> k_parts, v_parts;
-  for (const Operands& chunk : chunks) {
-    chunk_k.push_back(chunk.dk.view);
-    chunk_v.push_back(chunk.dv.view);
+  for (const Operands& chunk : c.chunks) {
+    c.chunk_k.push_back(chunk.dk.view);
+    c.chunk_v.push_back(chunk.dv.view);
     k_parts.push_back(&chunk.k);
     v_parts.push_back(&chunk.v);
   }
-  k_parts.push_back(&ops.k);
-  v_parts.push_back(&ops.v);
+  k_parts.push_back(&c.ops.k);
+  v_parts.push_back(&c.ops.v);
   std::vector<std::vector<int>> part_lens = chunk_lens;
   part_lens.push_back(q_lens);
+  c.full_k = concat_context(dtype(), k_parts, part_lens, c.full_lens);
+  c.full_v = concat_context(dtype(), v_parts, part_lens, c.full_lens);
+  return c;
+}
 
-  const AttentionResult result =
-      run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view, chunk_k, chunk_v, scale_);
-  std::vector<int> full_lens;
-  const HostTensor full_k = concat_context(dtype(), k_parts, part_lens, full_lens);
-  const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
-  reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, full_lens));
+::testing::AssertionResult Conformance::chunked_prefill_matches(const std::vector<int>& q_lens,
+                                                                const std::vector<std::vector<int>>& chunk_lens) {
+  const ChunkedOperands c = chunked_operands(q_lens, chunk_lens);
+  const AttentionResult result = run_prefill_step(*backend_, queue_, c.meta, c.ops.dq.view, c.ops.dk.view,
+                                                  c.ops.dv.view, c.chunk_k, c.chunk_v, scale_);
+  reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, c.full_lens));
   const AttentionResult ref =
-      reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), scale_, true);
+      reference_->run_new_tokens(host_, c.ops.q.view(), c.full_k.view(), c.full_v.view(), scale_, true);
   const ::testing::AssertionResult exact =
-      reference_attention_exact(ref, ops.q, full_k, full_v, q_lens, full_lens, true);
+      reference_attention_exact(ref, c.ops.q, c.full_k, c.full_v, q_lens, c.full_lens, true);
   if (!exact) return exact;
   return matches(result, ref);
 }

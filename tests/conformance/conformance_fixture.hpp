@@ -116,6 +116,20 @@ class Conformance : public ::testing::TestWithParam<ConformanceShape> {
     return matches(result, reference, tolerance());
   }
 
+  // A chunked step's random operands (new tokens `q_lens`, context chunks
+  // `chunk_lens`) on the queue under test, and on the host the single
+  // causal pass they must equal: each sequence's chunks' keys (values), then
+  // its new ones (concat_context), `full_lens` of them.
+  struct ChunkedOperands {
+    PrefillMetadata meta;
+    std::vector<Operands> chunks;
+    Operands ops;
+    std::vector<TensorView> chunk_k, chunk_v;
+    HostTensor full_k, full_v;
+    std::vector<int> full_lens;
+  };
+  ChunkedOperands chunked_operands(const std::vector<int>& q_lens, const std::vector<std::vector<int>>& chunk_lens);
+
   // run_prefill_step over new tokens `q_lens` and context chunks `chunk_lens`
   // on the backend under test, against one causal REFERENCE pass over
   // context + new tokens (bottom-right aligned).

@@ -10,15 +10,12 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <numeric>
 
 #include "conformance/conformance_fixture.hpp"
 #include "mla/attention_mask.hpp"
 
 namespace mla::testing {
 namespace {
-
-std::int64_t total(const std::vector<int>& lens) { return std::accumulate(lens.begin(), lens.end(), std::int64_t{0}); }
 
 using Chooser = std::function<bool(std::size_t sequence, std::int64_t row, std::int64_t position)>;
 
@@ -222,35 +219,13 @@ TEST_P(MaskConformance, IndexListLongerThanTheKeys) {
 TEST_P(MaskConformance, ChunkedStepEqualsOneMaskedPass) {
   const std::vector<int> q_lens{1, 0, 17, 6, 33, 70};
   const std::vector<std::vector<int>> chunk_lens{{5, 0, 40, 0, 17, 64}, {0, 3, 11, 1, 0, 64}, {0, 0, 0, 0, 0, 0}};
-  PrefillMetadata meta = PrefillMetadata::from_lengths(q_lens, q_lens);
-  std::vector<Operands> chunks;
-  for (const auto& lens : chunk_lens) {
-    meta.add_chunk(lens);
-    chunks.push_back(random_operands(0, total(lens)));
-  }
-  const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
-  std::vector<TensorView> chunk_k, chunk_v;
-  std::vector<const HostTensor*> k_parts, v_parts;
-  for (const Operands& chunk : chunks) {
-    chunk_k.push_back(chunk.dk.view);
-    chunk_v.push_back(chunk.dv.view);
-    k_parts.push_back(&chunk.k);
-    v_parts.push_back(&chunk.v);
-  }
-  k_parts.push_back(&ops.k);
-  v_parts.push_back(&ops.v);
-  std::vector<std::vector<int>> part_lens = chunk_lens;
-  part_lens.push_back(q_lens);
-  std::vector<int> full_lens;
-  const HostTensor full_k = concat_context(dtype(), k_parts, part_lens, full_lens);
-  const HostTensor full_v = concat_context(dtype(), v_parts, part_lens, full_lens);
-
+  const ChunkedOperands c = chunked_operands(q_lens, chunk_lens);
   const Chooser choose = [&](std::size_t b, std::int64_t, std::int64_t p) {
     if (b == 5) return p >= 128 && coin(0.5);
     if (b == 4) return p < 17 && coin(0.7);  // only context
     return coin(0.4);
   };
-  const DrawnMask drawn = draw(q_lens, full_lens, choose);
+  const DrawnMask drawn = draw(q_lens, c.full_lens, choose);
   const std::vector<float> sink_values = head_sinks(heads());
   const Sinks sinks = sinks_of(sink_values);
   for (std::int64_t window : {0, 25}) {
@@ -258,16 +233,16 @@ TEST_P(MaskConformance, ChunkedStepEqualsOneMaskedPass) {
     mask.topk = drawn.queue_view;
     mask.window = window;
     mask.sinks = sinks.device.view;
-    const AttentionResult result = run_prefill_step(*backend_, queue_, meta, ops.dq.view, ops.dk.view, ops.dv.view,
-                                                    chunk_k, chunk_v, scale_, std::nullopt, mask);
+    const AttentionResult result = run_prefill_step(*backend_, queue_, c.meta, c.ops.dq.view, c.ops.dk.view,
+                                                    c.ops.dv.view, c.chunk_k, c.chunk_v, scale_, std::nullopt, mask);
     AttentionMask host_mask{drawn.host_view, window, sinks.host.view()};
-    reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, full_lens));
+    reference_->prepare(host_, PrefillMetadata::from_lengths(q_lens, c.full_lens));
     const AttentionResult ref =
-        reference_->run_new_tokens(host_, ops.q.view(), full_k.view(), full_v.view(), scale_, true, std::nullopt,
+        reference_->run_new_tokens(host_, c.ops.q.view(), c.full_k.view(), c.full_v.view(), scale_, true, std::nullopt,
                                    std::nullopt, std::nullopt, std::nullopt, host_mask);
     if (reference_under_test()) {
       EXPECT_TRUE(agrees_with_oracle(ref.out, ref.lse,
-                                     oracle_attention(ops.q, full_k, full_v, q_lens, full_lens, true, scale_,
+                                     oracle_attention(c.ops.q, c.full_k, c.full_v, q_lens, c.full_lens, true, scale_,
                                                       std::nullopt, {}, oracle_mask(&drawn, window, sink_values))))
           << "window " << window;
     }

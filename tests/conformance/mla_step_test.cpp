@@ -336,6 +336,16 @@ TEST_P(MlaStep, BadBlockTablesAndShapesAreClearErrors) {
   EXPECT_NE(planned.find("holds"), std::string::npos) << planned;
   HostTensor wrong_w(DType::float32, {3, latent()});
   EXPECT_NE(message(s, wrong_w).find("kv_b_proj dimension 0 is 3"), std::string::npos);
+  // A grouped cache format (§13) for latents it does not hold.
+  const std::string grouped = invalid_argument_message([&] {
+    const DeviceTensor d_w = upload(queue_, s.w);
+    MlaStepInputs in{q.view, kv_c.view, k_pe.view, cache.view, 1.0f, d_w.view};
+    in.cache_format = CacheFormat::fp8_ds_mla;
+    run_mla_prefill(*backend_, queue_, plan(s, 64), in, {d_out.view, {}}, {}, scale_);
+  });
+  EXPECT_NE(grouped.find("cache_format fp8_ds_mla holds 512 latents and 64 rope values; got 64 and "),
+            std::string::npos)
+      << grouped;
 }
 
 // The plan is the one source of kv_lora_rank, block_size, heads, dims and

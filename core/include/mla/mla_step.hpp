@@ -102,6 +102,10 @@ struct MlaStepInputs {
   Descale q_descale = 1.0f;
   std::optional<float> k_scale = std::nullopt;
   std::optional<float> v_scale = std::nullopt;
+  // A grouped format (mla/tensor.hpp, docs/contract.md §13): the cache is
+  // then [num_blocks, block_size, record bytes] of float8_e4m3 and
+  // cache_scale stays 1.
+  CacheFormat cache_format = CacheFormat::plain;
 };
 
 // The scales the FP8 attention mode quantised one attention call's keys and

@@ -31,6 +31,33 @@ float load_as_float(const void* data, DType dtype, std::int64_t index);
 // Writes `value` converted to `dtype` into element `index`.
 void store_from_float(void* data, DType dtype, std::int64_t index, float value);
 
+// How the MLA step's paged latent cache stores one token (docs/contract.md
+// §13): `plain` is L + R values of the cache's dtype; the grouped formats
+// are byte records (a float8_e4m3 tensor [blocks, block_size, bytes] with
+// unit last stride) whose e4m3 values carry a scale per group.
+enum class CacheFormat {
+  plain,
+  // DeepSeek-V3.2 (FlashMLA's "FP8 with scale"), 656 bytes: L = 512 e4m3
+  // latents, 4 float32 scales (one per 128 latents), R = 64 bfloat16 rope
+  // values.
+  fp8_ds_mla,
+  // DeepSeek-V4.1 (MXFP8), 528 bytes: L + R = 512 e4m3 values (latents,
+  // then rope), 16 ue8m0 scales (2^(byte - 127), one per 32 values).
+  mxfp8_ds_mla,
+};
+
+// "plain", "fp8_ds_mla", "mxfp8_ds_mla".
+std::string_view cache_format_name(CacheFormat format);
+
+// Bytes per token of a grouped format (656, 528); 0 for plain, whose width
+// is L + R elements.
+std::int64_t cache_record_bytes(CacheFormat format);
+
+// Why `format` cannot hold latents of width `latent` and rope keys of width
+// `rope` (e.g. "fp8_ds_mla holds 512 latents and 64 rope values; got 448
+// and 64"); empty when it can. Plain holds any.
+std::string cache_format_refusal(CacheFormat format, std::int64_t latent, std::int64_t rope);
+
 // Head dimensions of an MLA model's prefill attention.
 struct MlaDims {
   int qk_nope_head_dim = 128;  // P

@@ -7,6 +7,45 @@
 
 namespace mla {
 
+std::string_view cache_format_name(CacheFormat format) {
+  switch (format) {
+    case CacheFormat::plain:
+      return "plain";
+    case CacheFormat::fp8_ds_mla:
+      return "fp8_ds_mla";
+    case CacheFormat::mxfp8_ds_mla:
+      return "mxfp8_ds_mla";
+  }
+  return "unknown";
+}
+
+std::int64_t cache_record_bytes(CacheFormat format) {
+  switch (format) {
+    case CacheFormat::plain:
+      return 0;
+    case CacheFormat::fp8_ds_mla:
+      return 656;  // 512 e4m3 + 4 float32 scales + 64 bfloat16
+    case CacheFormat::mxfp8_ds_mla:
+      return 528;  // 512 e4m3 + 16 ue8m0 scales
+  }
+  return 0;
+}
+
+std::string cache_format_refusal(CacheFormat format, std::int64_t latent, std::int64_t rope) {
+  const std::string got = "; got " + std::to_string(latent) + " and " + std::to_string(rope);
+  switch (format) {
+    case CacheFormat::plain:
+      return {};
+    case CacheFormat::fp8_ds_mla:
+      if (latent == 512 && rope == 64) return {};
+      return "fp8_ds_mla holds 512 latents and 64 rope values" + got;
+    case CacheFormat::mxfp8_ds_mla:
+      if (latent + rope == 512 && latent % 32 == 0 && rope > 0) return {};
+      return "mxfp8_ds_mla holds 512 values, latents then rope, the latents a whole number of 32-value groups" + got;
+  }
+  return "unknown cache format";
+}
+
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
     case DType::float32:

@@ -10,6 +10,7 @@
 
 #include "mla/backend.hpp"
 #include "mla/backend/checks.hpp"
+#include "mla/detail/cache_decode.hpp"
 #include "mla/error.hpp"
 
 namespace mla {
@@ -53,6 +54,25 @@ float element(const TensorView& view, std::int64_t i0, std::int64_t i1, std::int
   return load_as_float(view.data, view.dtype, view.offset(i0, i1, i2));
 }
 
+// A grouped cache: float8_e4m3 records of the format's bytes, contiguous
+// within a record, holding L and R, with no per-tensor scale.
+void check_cache_format(CacheFormat format, const TensorView& cache, std::int64_t latent, std::int64_t rope,
+                        float scale) {
+  if (format == CacheFormat::plain) return;
+  const std::string name(cache_format_name(format));
+  const std::int64_t bytes = cache_record_bytes(format);
+  if (cache.dtype != DType::float8_e4m3 || cache.size(2) != bytes || cache.stride[2] != 1) {
+    bad("gather_latents: a " + name + " cache is float8_e4m3 bytes [blocks, block_size, " + std::to_string(bytes) +
+        "] with unit last stride; got " + cache.describe());
+  }
+  if (const std::string refusal = cache_format_refusal(format, latent, rope); !refusal.empty()) {
+    bad("gather_latents: " + refusal);
+  }
+  if (scale != 1.0f) {
+    bad("gather_latents: a " + name + " cache carries its own scales; scale must be 1, got " + std::to_string(scale));
+  }
+}
+
 }  // namespace
 
 void check_latent_gather(const Queue& queue, const LatentGather& gather, const TensorView& latents, const TensorView& k,
@@ -70,7 +90,8 @@ void check_latent_gather(const Queue& queue, const LatentGather& gather, const T
   if (gather.from_cache()) {
     check_rank(gather.cache, "gather_latents: cache", 3);
     if (gather.cache.size(1) < 1) bad("gather_latents: cache blocks hold no tokens (" + gather.cache.describe() + ")");
-    rope = gather.cache.size(2) - latent;
+    rope = numeric::cache_rope_width(gather.format, gather.cache.size(2), latent);
+    check_cache_format(gather.format, gather.cache, latent, rope, gather.scale);
     if (rope < 0) bad("gather_latents: cache rows are narrower than latents' " + std::to_string(latent) + " values");
     if (gather.tokens > 0 && gather.slots == nullptr) bad("gather_latents: cache rows without slots");
     if (!(gather.scale > 0)) bad("gather_latents: scale must be positive, got " + std::to_string(gather.scale));
@@ -153,14 +174,22 @@ void PrefillBackend::gather_latents(Queue& queue, const LatentGather& gather, co
   require_host(*this, queue, "gather_latents");
   check_latent_gather(queue, gather, latents, k);
   const std::int64_t width = latents.size(1);
-  const std::int64_t rope = gather.from_cache() ? gather.cache.size(2) - width : gather.k_pe.size(1);
+  const std::int64_t rope =
+      gather.from_cache() ? numeric::cache_rope_width(gather.format, gather.cache.size(2), width) : gather.k_pe.size(1);
   const std::int64_t rope_at = k.size(2) - rope;
   const std::int64_t block_size = gather.from_cache() ? gather.cache.size(1) : 1;
   auto* out = static_cast<float*>(latents.data);
   std::vector<float> rope_row(static_cast<std::size_t>(rope));
   for (std::int64_t t = 0; t < gather.tokens; ++t) {
     float* row = out + t * latents.stride[0];
-    if (gather.from_cache()) {
+    if (gather.from_cache() && gather.format != CacheFormat::plain) {
+      const std::int64_t block = gather.slots[t] / block_size, slot = gather.slots[t] % block_size;
+      const auto* record = static_cast<const std::uint8_t*>(gather.cache.data) + gather.cache.offset(block, slot);
+      for (std::int64_t l = 0; l < width; ++l)
+        row[l * latents.stride[1]] = numeric::decode_cache_value(gather.format, record, l);
+      for (std::int64_t r = 0; r < rope; ++r)
+        rope_row[static_cast<std::size_t>(r)] = numeric::decode_cache_value(gather.format, record, width + r);
+    } else if (gather.from_cache()) {
       const std::int64_t block = gather.slots[t] / block_size, slot = gather.slots[t] % block_size;
       for (std::int64_t l = 0; l < width; ++l)
         row[l * latents.stride[1]] = element(gather.cache, block, slot, l) * gather.scale;

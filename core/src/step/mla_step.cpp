@@ -352,6 +352,7 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
     cached.slots = w.slots + first_slot;
     cached.tokens = tokens;
     cached.scale = inputs.cache.dtype == DType::float8_e4m3 ? inputs.cache_scale : 1.0f;
+    cached.format = inputs.cache_format;
     fill(backend, queue, w, cached, inputs.kv_b_proj, clock);
     const AttentionOperands context = attention_operands(backend, queue, plan, w, tokens, c + 1, inputs, outputs);
     backend.run_context_chunk(queue, attention, w.attention, static_cast<int>(c), inputs.q, context.k, context.v, scale,

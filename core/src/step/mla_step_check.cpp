@@ -134,8 +134,22 @@ void check_mla_step(const MlaStepPlan& plan, const BackendParams& backend, const
   check_dims(inputs.k_pe, "k_pe", {{nq, "token count"}, {r, "qk_rope_head_dim"}});
   check_dtype(inputs.k_pe, "k_pe", plan.dtype);
   check_view(inputs.cache, "cache", 3);
-  check_dims(inputs.cache, "cache",
-             {{-1, ""}, {plan.block_size, "block_size"}, {latent + r, "kv_lora_rank + qk_rope_head_dim"}});
+  if (inputs.cache_format != CacheFormat::plain) {
+    // A grouped cache (docs/contract.md §13): byte records of the format.
+    const std::string name(cache_format_name(inputs.cache_format));
+    if (const std::string refusal = cache_format_refusal(inputs.cache_format, latent, r); !refusal.empty())
+      bad("cache_format " + refusal + " (kv_lora_rank and qk_rope_head_dim)");
+    check_dims(inputs.cache, "cache",
+               {{-1, ""}, {plan.block_size, "block_size"}, {cache_record_bytes(inputs.cache_format), name.c_str()}});
+    if (inputs.cache.dtype != DType::float8_e4m3 || inputs.cache.stride[2] != 1)
+      bad("a " + name + " cache is float8_e4m3 bytes with unit last stride, got " + inputs.cache.describe());
+    if (inputs.cache_scale != 1.0f)
+      bad("a " + name + " cache carries its own scales; cache_scale must be 1, got " +
+          std::to_string(inputs.cache_scale));
+  } else {
+    check_dims(inputs.cache, "cache",
+               {{-1, ""}, {plan.block_size, "block_size"}, {latent + r, "kv_lora_rank + qk_rope_head_dim"}});
+  }
   if (inputs.cache.dtype != plan.dtype && inputs.cache.dtype != DType::float8_e4m3) {
     bad("cache must be " + std::string(dtype_name(plan.dtype)) + " or float8_e4m3 bytes, got " +
         inputs.cache.describe());

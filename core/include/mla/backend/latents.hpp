@@ -20,6 +20,10 @@ struct LatentGather {
   TensorView kv_c;   // [T, L] the new tokens' latents
   TensorView k_pe;   // [T, R] their rope keys
   TensorView cache;  // [num_blocks, block_size, L+R], any float dtype or float8_e4m3 bytes
+  // How a cache row is stored (mla/tensor.hpp): a grouped format's cache is
+  // [num_blocks, block_size, record bytes] of float8_e4m3 with unit last
+  // stride, decoded by its group scales (scale must be 1).
+  CacheFormat format = CacheFormat::plain;
   // [T] cache slots in memory the queue can read. The caller keeps them
   // alive until the gather has run (on a GPU queue: until the stream gets there).
   const std::int64_t* slots = nullptr;
