@@ -212,14 +212,19 @@ class Backend:
         return out, lse
 
     def run_new_tokens(self, q, k, v, return_lse=True, out=None, lse=None, output_scale=None, scale=None,
-                       q_descale=None, k_descale=None, v_descale=None):
+                       q_descale=None, k_descale=None, v_descale=None, topk_mask=None, window=0, sinks=None):
         """Causal varlen attention of the new tokens, softmax of `scale` * q.k
         (default: the backend's scale). Returns out, or (out, lse) with
         return_lse. With `output_scale` (a float, or a one-element float32
         tensor, 0-d or 1-d, read when the kernel runs) the output is fp8 e4m3.
         float8_e4m3 q, k and v (torch.float8_e4m3fn, or uint8 bytes) take
         descales: each a float, or a float32 tensor of one value (0-d or 1-d)
-        or one per head, read when the call runs; None is 1."""
+        or one per head, read when the call runs; None is 1.
+        docs/contract.md §12: `topk_mask` (vLLM's bit-packed mask, an int32
+        tensor [batch, rows, words] whose bits index each sequence's whole
+        key range), `window` (a left window of that many keys; 0 none) and
+        `sinks` (float32 [heads] sink logits) limit what each query sees;
+        backends that take none refuse them (NotSupported)."""
         if lse is not None and not return_lse:
             raise InvalidArgument("lse was given but return_lse is False")
         softmax_scale = self._scale(scale)
@@ -229,27 +234,32 @@ class Backend:
         self._native.run_new_tokens(a(q), a(k), a(v), softmax_scale, return_lse, a(out), None if lse is None else a(lse),
                                     a(_tensors.one_element(output_scale)),
                                     descales=_tensors.descales(q_descale, k_descale, v_descale),
-                                    stream=_tensors.stream_of(q, out))
+                                    stream=_tensors.stream_of(q, out), topk_mask=_mask_arg(topk_mask),
+                                    window=window, sinks=_mask_arg(sinks))
         return (out, lse) if return_lse else out
 
     def run_context_chunk(self, index, q, k, v, out=None, lse=None, scale=None, q_descale=None, k_descale=None,
-                          v_descale=None):
+                          v_descale=None, topk_mask=None, window=0, sinks=None):
         """Non-causal attention of every query against context chunk `index`
-        (`scale` and the descales as for run_new_tokens). Returns (out, lse)."""
+        (`scale`, the descales and the mask as for run_new_tokens). Returns
+        (out, lse)."""
         softmax_scale = self._scale(scale)
         out, lse = self._outputs(q, out, lse, True, self.out_dtype)
         a = _tensors.arg
         self._native.run_context_chunk(index, a(q), a(k), a(v), softmax_scale, a(out), a(lse),
                                        descales=_tensors.descales(q_descale, k_descale, v_descale),
-                                       stream=_tensors.stream_of(q, out))
+                                       stream=_tensors.stream_of(q, out), topk_mask=_mask_arg(topk_mask),
+                                       window=window, sinks=_mask_arg(sinks))
         return out, lse
 
     def merge_attn_states(self, prefix_output, prefix_lse, suffix_output, suffix_lse, output=None,
-                          output_lse=None, return_lse=False, prefill_tokens_with_context=None, output_scale=None):
+                          output_lse=None, return_lse=False, prefill_tokens_with_context=None, output_scale=None,
+                          sinks=None):
         """vLLM's merge_attn_states: joins two partial attentions by their LSE.
         The arguments are in the library's order (vLLM's op takes `output`
         first): pass them by name when porting a vLLM call. Returns output,
-        or (output, output_lse) when return_lse or output_lse."""
+        or (output, output_lse) when return_lse or output_lse. `sinks`
+        (float32 [heads]) are applied once to the merged result (§12)."""
         if output is None:
             n, heads, v_dim = _tensors.require_tensor(prefix_output, "prefix_output").shape
             dtype = "float8_e4m3" if output_scale is not None else _tensors.dtype_name(prefix_output.dtype)
@@ -259,7 +269,8 @@ class Backend:
         a = _tensors.arg
         self._native.merge_attn_states(a(prefix_output), a(prefix_lse), a(suffix_output), a(suffix_lse), a(output),
                                        None if output_lse is None else a(output_lse), prefill_tokens_with_context,
-                                       a(_tensors.one_element(output_scale)), _tensors.stream_of(prefix_output, output))
+                                       a(_tensors.one_element(output_scale)), _tensors.stream_of(prefix_output, output),
+                                       sinks=_mask_arg(sinks))
         return (output, output_lse) if output_lse is not None else output
 
     def workspace_size(self, cu_seqlens_q, cu_seqlens_k=None, chunks=()):
@@ -273,7 +284,7 @@ class Backend:
 
 def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=(), out=None, lse=None,
                      return_lse=True, workspace=None, causal=True, scale=None, q_descale=None, k_descale=None,
-                     v_descale=None):
+                     v_descale=None, topk_mask=None, window=0, sinks=None):
     """One whole prefill step, as vLLM's forward_mha: causal attention of the
     new tokens, then each context chunk, merged, with softmax `scale`
     (default: the backend's). `context` is a sequence of
@@ -282,7 +293,8 @@ def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=
     of backend.workspace_size(...) bytes, 64-byte aligned) and the outputs
     are the caller's memory, so the library allocates nothing. float8_e4m3
     inputs take descales as Backend.run_new_tokens does, k's and v's the same
-    for the new tokens and every chunk."""
+    for the new tokens and every chunk. `topk_mask` and `window` apply to
+    every call; `sinks` once, to the result (§12)."""
     chunk_cu = [_tensors.int_list(c[0], f"context[{i}] cu_seqlens_k") for i, c in enumerate(context)]
     cu_q = _tensors.int_list(cu_seqlens_q, "cu_seqlens_q")
     cu_k = None if cu_seqlens_k is None else _tensors.int_list(cu_seqlens_k, "cu_seqlens_k")
@@ -297,8 +309,14 @@ def run_prefill_step(backend, q, k, v, cu_seqlens_q, cu_seqlens_k=None, context=
         a(q), a(k), a(v), cu_q, cu_k, chunk_cu, [a(c[1]) for c in context], [a(c[2]) for c in context],
         softmax_scale, a(out),
         None if lse is None else a(lse), None if workspace is None else a(workspace), causal,
-        descales=_tensors.descales(q_descale, k_descale, v_descale), stream=_tensors.stream_of(q, out))
+        descales=_tensors.descales(q_descale, k_descale, v_descale), stream=_tensors.stream_of(q, out),
+        topk_mask=_mask_arg(topk_mask), window=window, sinks=_mask_arg(sinks))
     return (out, lse) if return_lse else out
+
+
+def _mask_arg(tensor):
+    """A mask or sink tensor for the C++ module (None stays None)."""
+    return None if tensor is None else _tensors.arg(tensor)
 
 
 def plan_mla_prefill(backend, cu_seqlens_q, context_lens, block_table, block_size, workspace_tokens, packed=False):

@@ -109,6 +109,27 @@ DescaleArguments descales_of(py::handle object, const Queue& queue, py::handle s
   return argument;
 }
 
+// docs/contract.md §12: a top-k mask (None, or int32 [B, rows, words]), a
+// window (0: none) and sinks (None, or float32 [H]), kept alive for the call.
+struct MaskArguments {
+  std::optional<BorrowedMask> topk;
+  std::optional<BorrowedTensor> sinks;
+  AttentionMask mask;
+};
+
+MaskArguments mask_of(py::handle topk_mask, std::int64_t window, py::handle sinks, const Queue& queue,
+                      py::handle stream) {
+  MaskArguments argument;
+  if (!topk_mask.is_none()) {
+    argument.topk = borrow_topk_mask(topk_mask, "topk_mask", queue, stream);
+    argument.mask.topk = argument.topk->mask;
+  }
+  argument.mask.window = window;
+  argument.sinks = borrow_optional(sinks, "sinks", queue, stream);
+  if (argument.sinks) argument.mask.sinks = argument.sinks->view;
+  return argument;
+}
+
 std::optional<TensorView> view_of(const std::optional<BorrowedTensor>& tensor) {
   if (!tensor) return std::nullopt;
   return tensor->view;
@@ -136,33 +157,37 @@ AttentionTensors borrow_attention(py::handle q, py::handle k, py::handle v, py::
 }
 
 void run_new_tokens(BackendObject& self, py::handle q, py::handle k, py::handle v, float softmax_scale, bool return_lse,
-                    py::handle out, py::handle lse, py::handle output_scale, py::handle stream, py::handle descales) {
+                    py::handle out, py::handle lse, py::handle output_scale, py::handle stream, py::handle descales,
+                    py::handle topk_mask, std::int64_t window, py::handle sinks) {
   Queue queue = self.queue_for(stream);
   const AttentionTensors tensors = borrow_attention(q, k, v, out, queue, stream);
   const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
   const ScaleArgument scale = scale_of(output_scale, queue, stream);
   const DescaleArguments input_descales = descales_of(descales, queue, stream);
+  const MaskArguments masks = mask_of(topk_mask, window, sinks, queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
   self.backend().run_new_tokens(queue, tensors.q.view, tensors.k.view, tensors.v.view, softmax_scale, return_lse,
-                                tensors.out.view, scale.scale, view_of(tlse), input_descales.descales);
+                                tensors.out.view, scale.scale, view_of(tlse), input_descales.descales, masks.mask);
 }
 
 void run_context_chunk(BackendObject& self, int index, py::handle q, py::handle k, py::handle v, float softmax_scale,
-                       py::handle out, py::handle lse, py::handle stream, py::handle descales) {
+                       py::handle out, py::handle lse, py::handle stream, py::handle descales, py::handle topk_mask,
+                       std::int64_t window, py::handle sinks) {
   Queue queue = self.queue_for(stream);
   const AttentionTensors operands = borrow_attention(q, k, v, out, queue, stream);
   const BorrowedTensor tlse = borrow_tensor(lse, "lse", queue, stream);
   const DescaleArguments input_descales = descales_of(descales, queue, stream);
+  const MaskArguments masks = mask_of(topk_mask, window, sinks, queue, stream);
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
   self.backend().run_context_chunk(queue, index, operands.q.view, operands.k.view, operands.v.view, softmax_scale,
-                                   operands.out.view, tlse.view, input_descales.descales);
+                                   operands.out.view, tlse.view, input_descales.descales, masks.mask);
 }
 
 void merge(BackendObject& self, py::handle prefix_out, py::handle prefix_lse, py::handle suffix_out,
            py::handle suffix_lse, py::handle out, py::handle out_lse, std::optional<std::int64_t> tokens_with_context,
-           py::handle output_scale, py::handle stream) {
+           py::handle output_scale, py::handle stream, py::handle sinks) {
   Queue queue = self.queue_for(stream);
   const BorrowedTensor po = borrow_tensor(prefix_out, "prefix_output", queue, stream);
   const BorrowedTensor pl = borrow_tensor(prefix_lse, "prefix_lse", queue, stream);
@@ -171,7 +196,9 @@ void merge(BackendObject& self, py::handle prefix_out, py::handle prefix_lse, py
   const BorrowedTensor to = borrow_tensor(out, "output", queue, stream);
   const std::optional<BorrowedTensor> tl = borrow_optional(out_lse, "output_lse", queue, stream);
   const ScaleArgument scale = scale_of(output_scale, queue, stream);
+  const std::optional<BorrowedTensor> tsinks = borrow_optional(sinks, "sinks", queue, stream);
   MergeArgs args;
+  if (tsinks) args.sinks = tsinks->view;
   args.prefix_out = po.view;
   args.prefix_lse = pl.view;
   args.suffix_out = so.view;
@@ -204,7 +231,8 @@ std::size_t workspace_size(const BackendObject& self, const CuList& cu_q, const 
 void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handle v, const CuList& cu_q,
                       const std::optional<CuList>& cu_k, const std::vector<CuList>& chunk_cu, const py::list& chunk_k,
                       const py::list& chunk_v, float softmax_scale, py::handle out, py::handle lse,
-                      py::handle workspace, bool causal, py::handle stream, py::handle descales) {
+                      py::handle workspace, bool causal, py::handle stream, py::handle descales, py::handle topk_mask,
+                      std::int64_t window, py::handle sinks) {
   const PrefillMetadata metadata = metadata_of(cu_q, cu_k, chunk_cu, std::nullopt, std::nullopt, causal);
   Queue queue = self.queue_for(stream);
   const BorrowedTensor tq = borrow_tensor(q, "q", queue, stream);
@@ -216,6 +244,7 @@ void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handl
   const std::optional<BorrowedTensor> tlse = borrow_optional(lse, "lse", queue, stream);
   const std::optional<BorrowedTensor> tws = borrow_optional(workspace, "workspace", queue, stream);
   const DescaleArguments input_descales = descales_of(descales, queue, stream);
+  const MaskArguments masks = mask_of(topk_mask, window, sinks, queue, stream);
   std::vector<TensorView> k_views, v_views;
   for (const BorrowedTensor& t : ck) k_views.push_back(t.view);
   for (const BorrowedTensor& t : cv) v_views.push_back(t.view);
@@ -230,7 +259,7 @@ void run_prefill_step(BackendObject& self, py::handle q, py::handle k, py::handl
   py::gil_scoped_release unlocked;
   std::lock_guard lock(self.mutex());
   mla::run_prefill_step(self.backend(), queue, metadata, tq.view, tk.view, tv.view, k_views, v_views, softmax_scale,
-                        buffers, input_descales.descales);
+                        buffers, input_descales.descales, masks.mask);
 }
 
 // A step's plan from Python lists: vLLM's chunks for `workspace_tokens`, or
@@ -324,17 +353,19 @@ void bind_backend(py::module_& m) {
            py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal"), py::arg("stream") = none)
       .def("run_new_tokens", &run_new_tokens, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"),
            py::arg("return_lse"), py::arg("out"), py::arg("lse"), py::arg("output_scale"), py::arg("stream") = none,
-           py::arg("descales") = none)
+           py::arg("descales") = none, py::arg("topk_mask") = none, py::arg("window") = 0, py::arg("sinks") = none)
       .def("run_context_chunk", &run_context_chunk, py::arg("index"), py::arg("q"), py::arg("k"), py::arg("v"),
-           py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("stream") = none, py::arg("descales") = none)
+           py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("stream") = none, py::arg("descales") = none,
+           py::arg("topk_mask") = none, py::arg("window") = 0, py::arg("sinks") = none)
       .def("merge_attn_states", &merge, py::arg("prefix_output"), py::arg("prefix_lse"), py::arg("suffix_output"),
            py::arg("suffix_lse"), py::arg("output"), py::arg("output_lse"), py::arg("prefill_tokens_with_context"),
-           py::arg("output_scale"), py::arg("stream") = none)
+           py::arg("output_scale"), py::arg("stream") = none, py::arg("sinks") = none)
       .def("workspace_size", &workspace_size, py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("chunks"))
       .def("run_prefill_step", &run_prefill_step, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
            py::arg("cu_seqlens_k"), py::arg("chunk_cu_seqlens"), py::arg("chunk_k"), py::arg("chunk_v"),
            py::arg("scale"), py::arg("out"), py::arg("lse"), py::arg("workspace"), py::arg("causal"),
-           py::arg("stream") = none, py::arg("descales") = none)
+           py::arg("stream") = none, py::arg("descales") = none, py::arg("topk_mask") = none, py::arg("window") = 0,
+           py::arg("sinks") = none)
       .def("plan_mla_prefill", &plan_mla_step, py::arg("cu_seqlens_q"), py::arg("context_lens"), py::arg("block_table"),
            py::arg("max_blocks"), py::arg("block_size"), py::arg("workspace_tokens"), py::arg("packed"))
       .def("run_mla_prefill", &run_mla_step, py::arg("plan"), py::arg("q"), py::arg("kv_c"), py::arg("k_pe"),

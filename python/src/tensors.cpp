@@ -86,19 +86,24 @@ py::object capsule_of(py::handle object, const char* what, py::handle stream) {
   return export_tensor(py::arg("stream") = stream);
 }
 
-}  // namespace
-
-BorrowedTensor borrow_tensor(py::handle object, const char* what, const Queue& queue, py::handle stream) {
+// The DLTensor behind `object`, its capsule kept in `capsule`.
+const DLTensor& import_tensor(py::handle object, const char* what, py::handle stream, py::object& capsule) {
   if (object.is_none()) raise(ErrorCategory::invalid_argument, std::string(what) + " is required, got None");
-  BorrowedTensor tensor;
-  tensor.capsule = capsule_of(object, what, stream);
-  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(tensor.capsule.ptr(), "dltensor"));
+  capsule = capsule_of(object, what, stream);
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) {
     PyErr_Clear();
     raise(ErrorCategory::invalid_argument,
           std::string(what) + ": __dlpack__ did not return an unused \"dltensor\" capsule");
   }
-  const DLTensor& dl = managed->dl_tensor;
+  return managed->dl_tensor;
+}
+
+}  // namespace
+
+BorrowedTensor borrow_tensor(py::handle object, const char* what, const Queue& queue, py::handle stream) {
+  BorrowedTensor tensor;
+  const DLTensor& dl = import_tensor(object, what, stream, tensor.capsule);
   if (dl.ndim < 1 || dl.ndim > TensorView::max_rank) {
     raise(ErrorCategory::invalid_argument, std::string(what) + " has rank " + std::to_string(dl.ndim) +
                                                "; tensors of rank 1 to " + std::to_string(TensorView::max_rank) +
@@ -123,6 +128,33 @@ BorrowedTensor borrow_tensor(py::handle object, const char* what, const Queue& q
   tensor.device_type = dl.device.device_type;
   tensor.device_id = dl.device.device_id;
   return tensor;
+}
+
+BorrowedMask borrow_topk_mask(py::handle object, const char* what, const Queue& queue, py::handle stream) {
+  BorrowedMask borrowed;
+  const DLTensor& dl = import_tensor(object, what, stream, borrowed.capsule);
+  const bool words =
+      dl.dtype.lanes == 1 && dl.dtype.bits == 32 && (dl.dtype.code == kDLInt || dl.dtype.code == kDLUInt);
+  if (!words || dl.ndim != 3) {
+    raise(ErrorCategory::invalid_argument,
+          std::string(what) + " must be an int32 or uint32 tensor [batch, rows, words] (vLLM's bit-packed mask); got " +
+              std::to_string(dl.ndim) + " dimensions of DLPack code " + std::to_string(dl.dtype.code) + ", " +
+              std::to_string(dl.dtype.bits) + " bits");
+  }
+  const std::int64_t row_stride = dl.strides != nullptr ? dl.strides[1] : dl.shape[2];
+  const std::int64_t batch_stride = dl.strides != nullptr ? dl.strides[0] : dl.shape[1] * dl.shape[2];
+  if (dl.strides != nullptr && dl.strides[2] != 1 && dl.shape[2] > 1) {
+    raise(ErrorCategory::invalid_argument, std::string(what) + " must have unit stride along its words; pass a copy");
+  }
+  TopkMask& mask = borrowed.mask;
+  mask.words = reinterpret_cast<const std::uint32_t*>(static_cast<const char*>(dl.data) + dl.byte_offset);
+  mask.batch_size = dl.shape[0];
+  mask.rows = dl.shape[1];
+  mask.words_per_row = dl.shape[2];
+  mask.batch_stride = batch_stride;
+  mask.row_stride = row_stride;
+  mask.memory = memory_for(dl.device, what, queue);
+  return borrowed;
 }
 
 std::optional<BorrowedTensor> borrow_optional(py::handle object, const char* what, const Queue& queue,

@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "mla/backend.hpp"
 #include "mla/queue.hpp"
 #include "mla/tensor.hpp"
 
@@ -29,6 +30,15 @@ struct BorrowedTensor {
 // `queue` can read it: host memory for a host queue, the same GPU for a GPU
 // queue. Raises Error(invalid_argument) naming `what`.
 BorrowedTensor borrow_tensor(py::handle object, const char* what, const Queue& queue, py::handle stream);
+
+// A bit-packed top-k mask (docs/contract.md §12): an int32 or uint32 tensor
+// [B, rows, words] with unit last stride, as vLLM builds it. `capsule`
+// keeps it alive.
+struct BorrowedMask {
+  TopkMask mask;
+  py::object capsule;
+};
+BorrowedMask borrow_topk_mask(py::handle object, const char* what, const Queue& queue, py::handle stream);
 
 // The same for an optional argument: None gives nullopt.
 std::optional<BorrowedTensor> borrow_optional(py::handle object, const char* what, const Queue& queue,

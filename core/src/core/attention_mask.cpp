@@ -167,9 +167,11 @@ HostTopkMask::HostTopkMask(const PrefillMetadata& metadata)
       words_per_row_(topk_mask_words(longest(whole_))) {
   const std::size_t words =
       std::max<std::size_t>(static_cast<std::size_t>(rows_.size() * row_count_ * words_per_row_), 16);
-  void* memory = std::aligned_alloc(64, words * sizeof(std::uint32_t));
+  // aligned_alloc takes whole multiples of the alignment.
+  const std::size_t bytes = (words * sizeof(std::uint32_t) + 63) / 64 * 64;
+  void* memory = std::aligned_alloc(64, bytes);
   if (memory == nullptr) throw std::bad_alloc();
-  std::memset(memory, 0, words * sizeof(std::uint32_t));
+  std::memset(memory, 0, bytes);
   words_ = std::shared_ptr<std::uint32_t>(static_cast<std::uint32_t*>(memory), [](std::uint32_t* p) { std::free(p); });
 }
 
