@@ -22,13 +22,20 @@ struct HostKeyMask {
   std::vector<std::int64_t> key_position;    // [B]: position of the call's key 0
 
   bool active() const { return !topk.empty() || window != 0; }
+  // The first of the call's keys the window lets query i see (the window
+  // must be set; 0 or below: the call's every key).
+  std::int64_t window_start(std::size_t b, std::int64_t i) const {
+    return query_position[b] + i - window + 1 - key_position[b];
+  }
+  // Query i's row of top-k words (the mask must be set).
+  const std::uint32_t* row_words(std::size_t b, std::int64_t i) const {
+    return topk.words + static_cast<std::int64_t>(b) * topk.batch_stride + i * topk.row_stride;
+  }
   bool sees(std::size_t b, std::int64_t i, std::int64_t j) const {
-    const std::int64_t key = key_position[b] + j;
-    if (window != 0 && key <= query_position[b] + i - window) return false;
+    if (window != 0 && j < window_start(b, i)) return false;
     if (topk.empty()) return true;
-    const std::uint32_t word =
-        topk.words[static_cast<std::int64_t>(b) * topk.batch_stride + i * topk.row_stride + key / 32];
-    return ((word >> (key % 32)) & 1u) != 0;
+    const std::int64_t key = key_position[b] + j;
+    return ((row_words(b, i)[key / 32] >> (key % 32)) & 1u) != 0;
   }
 };
 

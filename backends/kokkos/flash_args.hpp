@@ -106,8 +106,7 @@ inline ItemSpan item_span(const WorkItem& item, const std::int32_t* cu_q, const 
 // without a mask or window.
 inline int first_key_tile(const detail::HostKeyMask* mask, const ItemSpan& span, int tile_cols) {
   if (mask == nullptr || mask->window == 0) return 0;
-  const auto b = static_cast<std::size_t>(span.sequence);
-  const std::int64_t first_seen = mask->query_position[b] + span.tile_first - mask->window + 1 - mask->key_position[b];
+  const std::int64_t first_seen = mask->window_start(static_cast<std::size_t>(span.sequence), span.tile_first);
   if (first_seen <= 0) return 0;
   return static_cast<int>(std::min<std::int64_t>(first_seen, span.keys) / tile_cols * tile_cols);
 }
@@ -116,11 +115,10 @@ inline int first_key_tile(const detail::HostKeyMask* mask, const ItemSpan& span,
 // kv_first + cols) by causality and the window (begin >= end: none).
 inline void row_key_range(const detail::HostKeyMask& mask, const ItemSpan& span, bool causal, int row, int kv_first,
                           int cols, int& begin, int& end) {
-  const auto b = static_cast<std::size_t>(span.sequence);
   end = causal ? imin(kv_first + cols, row + span.diagonal + 1) : kv_first + cols;
   begin = kv_first;
   if (mask.window != 0) {
-    const std::int64_t first = mask.query_position[b] + row - mask.window + 1 - mask.key_position[b];
+    const std::int64_t first = mask.window_start(static_cast<std::size_t>(span.sequence), row);
     if (first > begin) begin = static_cast<int>(std::min<std::int64_t>(first, kv_first + cols));
   }
 }
@@ -133,8 +131,7 @@ void for_each_mask_word(const detail::HostKeyMask& mask, const ItemSpan& span, i
                         Visit&& visit) {
   const auto b = static_cast<std::size_t>(span.sequence);
   const std::int64_t offset = mask.key_position[b];
-  const std::uint32_t* words =
-      mask.topk.words + static_cast<std::int64_t>(b) * mask.topk.batch_stride + row * mask.topk.row_stride;
+  const std::uint32_t* words = mask.row_words(b, row);
   for (std::int64_t position = offset + begin; position < offset + end;) {
     const std::int64_t bit = position % 32;
     const std::int64_t span_bits = std::min<std::int64_t>(32 - bit, offset + end - position);

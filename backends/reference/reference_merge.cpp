@@ -36,12 +36,12 @@ void merge(const MergeArgs& args, const std::vector<float>& sinks) {
       double prefix_weight = 0.0, suffix_weight = 1.0, out_lse = 0.0;
       // §12: the sink joins the merged denominator; out_lse stays without it.
       const double sink = sinks.empty() ? neg_inf : static_cast<double>(sinks[static_cast<std::size_t>(h)]);
-      if (copy_suffix && sinks.empty()) {
+      if (copy_suffix) {
         out_lse = static_cast<double>(load_lse(args.suffix_lse, h, t));
-      } else if (copy_suffix) {
-        out_lse = static_cast<double>(load_lse(args.suffix_lse, h, t));
-        const double s = empty_if_infinite(static_cast<float>(out_lse));
-        suffix_weight = s == neg_inf ? 0.0 : 1.0 / (1.0 + std::exp(sink - s));
+        if (!sinks.empty()) {
+          const double s = empty_if_infinite(static_cast<float>(out_lse));
+          suffix_weight = s == neg_inf ? 0.0 : 1.0 / (1.0 + std::exp(sink - s));
+        }
       } else {
         const double p = empty_if_infinite(load_lse(args.prefix_lse, h, t));
         const double s = empty_if_infinite(load_lse(args.suffix_lse, h, t));

@@ -129,14 +129,8 @@ void check_attention_mask(const PrefillBackend& backend, const AttentionPlan& pl
   }
   if (!mask.topk.empty()) check_topk(mask.topk, plan, queue, caller);
   if (mask.has_sinks()) {
-    const TensorView& sinks = mask.sinks;
-    const std::int64_t heads = backend.params().num_heads;
-    if (sinks.rank != 1 || sinks.dtype != DType::float32 || sinks.size(0) != heads) {
-      bad_argument(
-          fmt::format("{}: sinks must be float32[{}] (one logit per head); got {}", caller, heads, sinks.describe()));
-    }
-    check_has_data(sinks, "sinks");
-    check_accessible(queue, sinks, "sinks");
+    check_sinks(mask.sinks, backend.params().num_heads, caller);
+    check_accessible(queue, mask.sinks, "sinks");
   }
   std::vector<detail::Operand> inputs;
   detail::add_mask_operands(inputs, mask);

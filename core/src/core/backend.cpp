@@ -160,6 +160,14 @@ std::size_t allocation_bytes(std::int64_t elements, DType dtype) {
 
 }  // namespace
 
+void check_sinks(const TensorView& sinks, std::int64_t heads, const std::string& who) {
+  if (sinks.rank != 1 || sinks.dtype != DType::float32 || sinks.size(0) != heads) {
+    bad_argument(who + ": sinks must be float32[" + std::to_string(heads) + "] (one logit per head); got " +
+                 sinks.describe());
+  }
+  check_has_data(sinks, (who + ": sinks").c_str());
+}
+
 void check_has_data(const TensorView& view, const char* what) {
   if (view.data == nullptr && view.numel() > 0) bad_argument(std::string(what) + " has no data: " + view.describe());
   for (int i = 0; i < view.rank; ++i) {
@@ -250,14 +258,7 @@ void check_merge_args(const MergeArgs& args) {
                    std::to_string(t));
     }
   }
-  if (!args.sinks.empty_view()) {
-    const TensorView& sinks = args.sinks;
-    if (sinks.rank != 1 || sinks.dtype != DType::float32 || sinks.size(0) != heads) {
-      bad_argument("merge: sinks must be float32[" + std::to_string(heads) + "] (one logit per head); got " +
-                   sinks.describe());
-    }
-    check_has_data(sinks, "merge: sinks");
-  }
+  if (!args.sinks.empty_view()) check_sinks(args.sinks, heads, "merge");
   detail::check_no_overlap("merge", {{"out", args.out}, {"out_lse", args.out_lse}},
                            {{"prefix_out", prefix},
                             {"prefix_lse", args.prefix_lse},

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -75,6 +76,11 @@ void check_chunk_args(const PrefillBackend& backend, const AttentionPlan& plan, 
 void check_attention_mask(const PrefillBackend& backend, const AttentionPlan& plan, const Queue& queue,
                           const AttentionMask& mask, const std::optional<TensorView>& out,
                           const std::optional<TensorView>& lse, const char* who);
+
+// Raises Error(invalid_argument) "<who>: sinks must be float32[H] ..."
+// unless `sinks` is float32 [heads] with data: the sinks of an attention
+// call's mask and of a merge (docs/contract.md §12).
+void check_sinks(const TensorView& sinks, std::int64_t heads, const std::string& who);
 
 // Where one call's rows and keys lie in each sequence's whole key range
 // (§12): sequence b's query i is at position query[b] + i, its key j of the
