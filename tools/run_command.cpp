@@ -1,11 +1,16 @@
 // mla-prefill run: one varlen attention call on tensors from .npy files,
 // through the selected backend, with tensors moved only through its queue.
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 
 #include "command.hpp"
+#include "mla/attention_mask.hpp"
 #include "mla/backend/checks.hpp"
 #include "mla/platform.hpp"
+#include "npy.hpp"
 
 namespace mla::tools {
 namespace {
@@ -18,7 +23,60 @@ struct RunOptions {
   bool causal = false;
   std::string dtype = "bf16";
   std::optional<std::string> dims;
+  // docs/contract.md §12: [Nq, k] key positions per query (-1 ignored), a
+  // window, [H] sink logits.
+  std::optional<std::string> topk_indices;
+  std::int64_t window = 0;
+  std::optional<std::string> sinks;
 };
+
+// The call's mask on `queue`: the index lists as vLLM's bit rows, the window
+// and the sinks; `words` and `sinks` keep the uploaded memory.
+struct QueueMask {
+  UsmBuffer words;
+  OwnedTensor sinks;
+  AttentionMask mask;
+};
+
+QueueMask load_mask(const RunOptions& options, const PrefillMetadata& metadata, Queue& queue, std::int64_t heads) {
+  QueueMask q;
+  q.mask.window = options.window;
+  if (options.topk_indices) {
+    const NpyArray array = read_npy(*options.topk_indices);
+    if (array.rank() != 2 || array.shape[0] != metadata.num_q_tokens()) {
+      raise(ErrorCategory::invalid_argument, "--topk-indices must be [Nq, k] = [" +
+                                                 std::to_string(metadata.num_q_tokens()) + ", k] key positions; got " +
+                                                 array.describe());
+    }
+    std::vector<std::int32_t> indices;
+    for (const std::int64_t value : array.to_integers("--topk-indices")) {
+      if (value < -1 || value > INT32_MAX) {
+        raise(ErrorCategory::invalid_argument,
+              "--topk-indices holds " + std::to_string(value) + "; positions are -1 (none) or 0 to 2^31-1");
+      }
+      indices.push_back(static_cast<std::int32_t>(value));
+    }
+    const HostTopkMask bits = HostTopkMask::from_indices(metadata, indices.data(), array.shape[1], array.shape[1]);
+    const TopkMask view = bits.view();
+    const auto bytes = static_cast<std::size_t>(view.batch_size * view.batch_stride) * sizeof(std::uint32_t);
+    q.words = UsmBuffer::device(queue, std::max<std::size_t>(bytes, 64));
+    queue.memcpy(q.words.get(), view.words, bytes);
+    q.mask.topk =
+        TopkMask::contiguous(q.words.as<const std::uint32_t>(), view.batch_size, view.rows, view.words_per_row,
+                             queue.backend() == DeviceBackend::host ? MemoryKind::host : MemoryKind::device);
+  }
+  if (options.sinks) {
+    const NpyArray array = read_npy(*options.sinks);
+    if (array.rank() != 1 || array.shape[0] != heads) {
+      raise(ErrorCategory::invalid_argument,
+            "--sinks must be [H] = [" + std::to_string(heads) + "] float32 sink logits; got " + array.describe());
+    }
+    q.sinks = upload(queue, array.to_floats("--sinks"), DType::float32, {heads});
+    q.mask.sinks = q.sinks.view;
+  }
+  queue.wait();
+  return q;
+}
 
 // The split of dqk = P + R. Without --dims, R is 64 (DeepSeek's rope width)
 // when dqk > 64, else half of dqk; the split only matters for backends that
@@ -93,10 +151,12 @@ int run_attention(const RunOptions& options) {
   OwnedTensor q_dev = upload(queue, q.values, dtype, {q.size(0), heads, q.size(2)});
   OwnedTensor k_dev = upload(queue, k.values, dtype, {k.size(0), heads, k.size(2)});
   OwnedTensor v_dev = upload(queue, v.values, dtype, {v.size(0), heads, v.size(2)});
+  const QueueMask mask = load_mask(options, metadata, queue, heads);
   backend->prepare(queue, metadata);
   const bool want_lse = options.lse.has_value();
   const AttentionResult result =
-      backend->run_new_tokens(queue, q_dev.view, k_dev.view, v_dev.view, options.scale, want_lse);
+      backend->run_new_tokens(queue, q_dev.view, k_dev.view, v_dev.view, options.scale, want_lse, std::nullopt,
+                              std::nullopt, std::nullopt, std::nullopt, mask.mask);
   queue.wait();
 
   save_float_tensor(options.out, {q.size(0), heads, v.size(2)}, download(queue, result.out));
@@ -104,7 +164,9 @@ int run_attention(const RunOptions& options) {
   std::cout << "mla-prefill: ran " << backend->name() << " on the " << queue.describe() << " (" << selection.why
             << "): " << metadata.batch_size() << " sequences, " << q.size(0) << " queries, " << k.size(0) << " keys, "
             << heads << " heads, " << dtype_name(dtype) << ", " << to_string(dims)
-            << (options.causal ? ", causal" : ", non-causal") << '\n';
+            << (options.causal ? ", causal" : ", non-causal") << (options.topk_indices ? ", top-k mask" : "")
+            << (options.window != 0 ? ", window " + std::to_string(options.window) : std::string())
+            << (options.sinks ? ", sinks" : "") << '\n';
   return exit_success;
 }
 
@@ -128,6 +190,12 @@ Command add_run_command(CLI::App& parent) {
                "MLA dims P,R,V; default: V from --v, R = 64 when dqk > 64 else dqk / 2, P = dqk - R");
   app->add_option("--out", options->out, "output [Nq, H, V], written as float32 .npy")->required();
   add_optional(*app, "--lse", options->lse, "also write the LSE [H, Nq] (natural log, float32 .npy)");
+  add_optional(*app, "--topk-indices", options->topk_indices,
+               "[Nq, k] int32/int64 .npy: the key positions each query may see (-1: none), as DeepSeek-V3.2's "
+               "indexer picks them (docs/contract.md §12)");
+  app->add_option("--window", options->window, "sliding window: each query sees its last W keys (0: none)")
+      ->capture_default_str();
+  add_optional(*app, "--sinks", options->sinks, "[H] float32 .npy: each head's sink logit (-inf: none)");
   return {app, [options] { return run_attention(*options); }};
 }
 

@@ -33,6 +33,7 @@ constexpr gpu::FlashVendor cuda_vendor{
     cuda_flash::make_projector,
     true,
     cuda::quantise_e4m3,
+    true,
 };
 
 }  // namespace

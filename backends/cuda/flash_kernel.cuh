@@ -92,27 +92,39 @@ __device__ inline void load_tile(std::uint32_t dst, const T* src, std::int64_t r
       tid);
 }
 
+// Which keys a tile's softmax drops: none (a tile every row sees whole),
+// those past each row's causal end (the diagonal, the sequence's last keys),
+// or those a key mask hides (docs/contract.md §12: `keep` holds each row's
+// seen keys, 32 to a word, causality included).
+enum class TileMask { none, causal, keys };
+
 // One key tile's online softmax on this thread's rows g and g + 8 (r), in
-// place: S becomes P = exp2(S * scale_log2 - max). A masked tile (the causal
-// diagonal, the sequence's last keys) scales first and drops keys past each
-// row's end. An unmasked tile, most of them, takes the row extreme of the raw
+// place: S becomes P = exp2(S * scale_log2 - max). A masked tile scales
+// first and drops the keys its mask hides. An unmasked tile, most of them, takes the row extreme of the raw
 // scores (the max, or the min for a negative scale) and folds the scale and
 // the base into one FMA per weight. ex2.approx.ftz: weights below 2^-126 are
 // 0, which no output can tell apart. P comes out 2^POffset larger (the e4m3
 // path's headroom). Returns the factor O must be multiplied by before this
 // tile's P V adds to it.
-template <bool Masked, int STiles, int BlockCols, int POffset>
+template <TileMask Mask, int STiles, int BlockCols, int POffset>
 __device__ inline void online_softmax(float (&s)[STiles][4], float (&row_max)[2], float (&row_sum)[2],
                                       float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
-                                      int lane) {
+                                      const std::uint32_t (&keep)[2][BlockCols / 32], int lane) {
+  constexpr bool Masked = Mask != TileMask::none;
   float tile_max[2];
   if constexpr (Masked) {
 #pragma unroll
     for (int j = 0; j < STiles; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = kt * BlockCols + j * 8 + layout::acc_col(lane, e);
-        s[j][e] = key >= key_end[e / 2] ? -INFINITY : s[j][e] * scale_log2;
+        bool hidden;
+        if constexpr (Mask == TileMask::keys) {
+          // Keys 8j..8j+7 of the tile are bits 8 (j % 4).. of word j / 4.
+          hidden = ((keep[e / 2][j / 4] >> ((j % 4) * 8 + layout::acc_col(lane, e))) & 1u) == 0;
+        } else {
+          hidden = kt * BlockCols + j * 8 + layout::acc_col(lane, e) >= key_end[e / 2];
+        }
+        s[j][e] = hidden ? -INFINITY : s[j][e] * scale_log2;
       }
     }
 #pragma unroll
@@ -213,12 +225,36 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const int seqlen_k = p.cu_seqlens_k[item.seq + 1] - k_start;
   const int row0 = item.q_tile * block_rows;
   const int rows = min(block_rows, seqlen_q - row0);
+  // §12: the key mask of this sequence (none: every key passes). A window
+  // starts the block's key loop at the tile of its first row's first key.
+  const gpu::SequenceMask mask = gpu::sequence_mask(p.mask, item.seq);
+  const bool key_masked = p.mask.masks_keys();
+  const int all_tiles = gpu::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  const int window_tile = mask.first_key_tile(row0, all_tiles, block_cols);
   // This block's key tiles: [first_tile, end_tile), all of them without a split.
-  const gpu::KeyTileRange range =
-      gpu::split_key_tiles(gpu::key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile), split, p.num_splits);
-  const int first_tile = range.begin;
-  const int end_tile = range.end;
+  const gpu::KeyTileRange range = gpu::split_key_tiles(all_tiles - window_tile, split, p.num_splits);
+  int first_tile = window_tile + range.begin;
+  const int end_tile = window_tile + range.end;
   const int unmasked_tiles = gpu::unmasked_key_tiles(item.q_tile, seqlen_q, seqlen_k, Causal, tile);
+  // With top-k bits, the first tile from `t` on that some row of the block
+  // sees (end_tile: none). Every thread checks its share of the rows; one
+  // barrier per tile looked at, so the block agrees on where to go.
+  const auto next_seen_tile = [&](int t) {
+    if (mask.words == nullptr) return t;
+    for (; t < end_tile; ++t) {
+      bool seen = false;
+      for (int r = tid; r < rows && !seen; r += threads) {
+        const int key_end = numeric::causal_key_end(row0 + r, seqlen_q, seqlen_k, Causal);
+#pragma unroll
+        for (int c = 0; c < block_cols / 32; ++c) {
+          seen = seen || mask.seen(row0 + r, t * block_cols + 32 * c, key_end) != 0;
+        }
+      }
+      if (__syncthreads_or(seen)) break;
+    }
+    return t;
+  };
+  first_tile = next_seen_tile(first_tile);
   // e4m3: q's and k's descales scale every score of the head, v's its output.
   float scale_log2 = p.scale_log2;
   float v_descale = 1.0f;
@@ -306,15 +342,15 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   const sm80::Pack2<T> pack{};
   const auto pack_e4m3 = [](float a, float b, float c, float d) { return sm80::pack_e4m3x4(a, b, c, d); };
 
-  for (int kt = first_tile; kt < end_tile; ++kt) {
-    const int stage = (kt - first_tile) & 1;
-    const bool prefetch = kt + 1 < end_tile;
+  for (int kt = first_tile, stage = 0, next_tile = 0; kt < end_tile; kt = next_tile, stage ^= 1) {
     sm80::cp_async_wait<1>();  // in flight: V(kt)
     // K(kt) is visible to every warp, and every warp is done with the other
-    // stage (tile kt - 1, or Q's space), so it may be refilled.
+    // stage (the previous tile, or Q's space), so it may be refilled.
     __syncthreads();
+    next_tile = next_seen_tile(kt + 1);
+    const bool prefetch = next_tile < end_tile;
     if (prefetch) {
-      const int next = (kt + 1) * block_cols;
+      const int next = next_tile * block_cols;
       detail::load_tile<block_cols, HeadDimQk, threads>(k_smem(stage ^ 1), k + next * p.k_row_stride, p.k_row_stride,
                                                         seqlen_k - next, tid);
       sm80::cp_async_commit();
@@ -357,14 +393,26 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
       }
     }
 
-    // Online softmax; only tiles past the unmasked ones carry the mask code.
+    // Online softmax; only tiles past the unmasked ones carry the mask code,
+    // and with a key mask every tile does.
     float rescale[2];
-    if (kt >= unmasked_tiles) {
-      detail::online_softmax<true, s_tiles, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, kt, key_end,
-                                                                  lane);
+    std::uint32_t keep[2][block_cols / 32] = {};
+    if (key_masked) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (my_row + 8 * r >= seqlen_q) continue;  // past the sequence: its mask row is never read
+#pragma unroll
+        for (int c = 0; c < block_cols / 32; ++c)
+          keep[r][c] = mask.seen(my_row + 8 * r, kt * block_cols + 32 * c, key_end[r]);
+      }
+      detail::online_softmax<detail::TileMask::keys, s_tiles, block_cols, p_offset>(
+          s, row_max, row_sum, rescale, scale_log2, kt, key_end, keep, lane);
+    } else if (kt >= unmasked_tiles) {
+      detail::online_softmax<detail::TileMask::causal, s_tiles, block_cols, p_offset>(
+          s, row_max, row_sum, rescale, scale_log2, kt, key_end, keep, lane);
     } else {
-      detail::online_softmax<false, s_tiles, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, kt,
-                                                                   key_end, lane);
+      detail::online_softmax<detail::TileMask::none, s_tiles, block_cols, p_offset>(
+          s, row_max, row_sum, rescale, scale_log2, kt, key_end, keep, lane);
     }
 #pragma unroll
     for (int n = 0; n < o_tiles; ++n) {
@@ -421,6 +469,9 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
   // (Selecting between the pointer and &p.out_scale would let the compiler
   // copy the kernel arguments to local memory.)
   const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
+  // §12: the head's sink joins each row's divisor (P's 2^p_offset too), not
+  // its LSE; a split's partials leave it to the merge.
+  const float sink = gpu::sink_log2(p.mask, head, splits > 1) + static_cast<float>(p_offset);
   // Output dims in adjacent pairs: pair i of a row is o[pair_tile(i)][2r +
   // pair_half(i)] and o[pair_tile(i) + odd][...] at dim pair_col(i). For
   // 16-bit inputs pair i is n-tile i; for e4m3 the even and odd mmas of chunk
@@ -432,7 +483,7 @@ __global__ void __launch_bounds__(FlashTile<HeadDimQk, HeadDimV>::value.threads(
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = sm80::quad_sum(row_sum[r]);
-    const float factor = gpu::output_factor(sum) * v_descale;
+    const float factor = gpu::output_factor(sum, row_max[r], sink) * v_descale;
     const float lse = gpu::natural_lse(row_max[r], p_offset == 0 ? sum : sum * (1.0f / (1 << p_offset)));
     const int row = warp_row + layout::acc_row(lane, 2 * r);  // within the block
     if (row >= rows) continue;

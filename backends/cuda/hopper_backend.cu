@@ -133,6 +133,7 @@ constexpr gpu::FlashVendor hopper_vendor{
     cuda_flash::make_projector,
     true,
     cuda::quantise_e4m3,
+    false,  // masks: not in the sm_90 kernel yet
 };
 
 }  // namespace

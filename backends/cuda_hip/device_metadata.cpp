@@ -1,9 +1,11 @@
 #include "device_metadata.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 
+#include "mla/backend/checks.hpp"
 #include "mla/error.hpp"
 
 namespace mla::gpu {
@@ -50,6 +52,20 @@ std::vector<std::int32_t> plan_phases(const PrefillMetadata& metadata, TileShape
   for (const PrefillMetadata::Chunk& chunk : metadata.chunks) {
     plan.phases.push_back(append_phase(words, metadata.cu_seqlens_q, cu_q, chunk.cu_seqlens_k, false, tile));
   }
+  // §12's positions of every phase, for masked calls: [B] queries, [B] keys.
+  for (std::size_t index = 0; index < plan.phases.size(); ++index) {
+    const MaskPositions positions = mask_positions(metadata, static_cast<int>(index) - 1);
+    plan.phases[index].positions = words.size();
+    for (const std::vector<std::int64_t>* values : {&positions.query, &positions.key}) {
+      for (const std::int64_t value : *values) {
+        if (value > INT32_MAX) {
+          raise(ErrorCategory::invalid_argument,
+                "flash plan: a sequence's whole key range passes 2^31 positions, past what the kernels index");
+        }
+        words.push_back(static_cast<std::int32_t>(value));
+      }
+    }
+  }
   return words;
 }
 
@@ -94,6 +110,7 @@ DevicePhase FlashPlan::resolve(std::size_t index, const void* workspace) const {
   phase.cu_seqlens_q = base + planned.cu_q;
   phase.cu_seqlens_k = base + planned.cu_k;
   phase.work = reinterpret_cast<const WorkItem*>(base + planned.work);
+  phase.positions = base + planned.positions;
   return phase;
 }
 

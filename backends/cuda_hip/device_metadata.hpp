@@ -24,6 +24,9 @@ struct DevicePhase {
   std::int32_t tiles_per_seq = 0;  // without a work list (gpu::work_item)
   bool causal = false;
   int max_seqlen_k = 0;  // at least the longest sequence's keys: bounds the key tiles of a block
+  // [2B]: §12's position of each sequence's query 0, then of the phase's
+  // key 0 (gpu::KernelMask::positions); null for device metadata.
+  const std::int32_t* positions = nullptr;
 };
 
 // One phase as planned: word offsets into the workspace (planned from host
@@ -32,6 +35,7 @@ struct PlannedPhase {
   std::size_t cu_q = 0;  // 32-bit words from the start of the workspace
   std::size_t cu_k = 0;
   std::size_t work = 0;
+  std::size_t positions = 0;
   const std::int32_t* bound_cu_q = nullptr;  // set: device metadata, no work list
   const std::int32_t* bound_cu_k = nullptr;
   std::int32_t num_work = 0;
@@ -53,7 +57,8 @@ struct FlashPlan final : PlanDetail {
 };
 
 // Plans the new-token phase (metadata.causal) and every chunk (non-causal)
-// with `tile` into `plan` and returns the words to upload. `metadata` must
+// with `tile` into `plan` and returns the words to upload: cu_q, each
+// phase's cu_k and work list, then each phase's mask positions. `metadata` must
 // have passed check_metadata.
 std::vector<std::int32_t> plan_phases(const PrefillMetadata& metadata, TileShape tile, FlashPlan& plan);
 

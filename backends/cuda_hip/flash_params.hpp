@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda_hip/key_mask.hpp"
 #include "cuda_hip/work_schedule.hpp"
 #include "mla/detail/host_device.hpp"
 
@@ -73,11 +74,15 @@ struct FlashParams {
   bool e4m3_inputs = false;
   KernelDescale q_descale, k_descale, v_descale;
 
+  // docs/contract.md §12: the keys each query sees beyond causality, and
+  // the sinks (key_mask.hpp). Default: none.
+  KernelMask mask;
+
   // Split-KV (cuda_hip/split_kv.hpp): with num_splits > 1 every (work item,
   // head) runs as num_splits blocks over consecutive ranges of its key tiles
   // (gpu::split_key_tiles), each writing its normalised output and LSE as
   // float32 partials instead of out and lse; the vendor's launch then merges
-  // them into out and lse (split_merge_kernel.hpp).
+  // them into out and lse (split_merge_kernel.hpp), and applies the sinks.
   std::int32_t num_splits = 1;
   float* partial_out = nullptr;  // [num_splits, q_tokens, H, dv]
   float* partial_lse = nullptr;  // [num_splits, H, q_tokens]

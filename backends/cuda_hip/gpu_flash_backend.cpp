@@ -177,6 +177,9 @@ void GpuFlashBackend::plan_splits(const Queue& queue, AttentionPlan& plan, Flash
 void GpuFlashBackend::merge_attn_states(Queue& queue, const MergeArgs& args) const {
   check_queue(queue, "merge_attn_states");
   check_merge_args(*this, queue, args);
+  // §12: NaN and +inf sinks are refused before anything is written, which
+  // takes reading them back (a synchronising copy of H floats).
+  read_sinks(queue, args.sinks, static_cast<int>(args.prefix_out.size(1)));
   vendor_.merge(queue, args);
 }
 
@@ -268,6 +271,25 @@ void GpuFlashBackend::attend(Queue& queue, const AttentionCall& call) const {
     p.q_descale = kernel_descale(call.descales->q);
     p.k_descale = kernel_descale(call.descales->k);
     p.v_descale = kernel_descale(call.descales->v);
+  }
+  if (call.mask.masks_keys()) {
+    if (phase.positions == nullptr) {
+      raise(ErrorCategory::not_supported,
+            std::string(vendor_.backend_name) + " " + call.operation +
+                ": a top-k mask or window needs a plan made from host metadata (PrefillMetadata), whose words "
+                "hold the positions; this plan was made from device metadata");
+    }
+    p.mask.words = call.mask.topk.words;
+    p.mask.batch_stride = call.mask.topk.batch_stride;
+    p.mask.row_stride = call.mask.topk.row_stride;
+    p.mask.window = call.mask.window;
+    p.mask.positions = phase.positions;
+    p.mask.batch_size = p.batch_size;
+  }
+  if (!call.mask.sinks.empty_view()) {
+    read_sinks(queue, call.mask.sinks, params().num_heads);  // NaN and +inf refused before any write
+    p.mask.sinks = static_cast<const float*>(call.mask.sinks.data);
+    p.mask.sinks_stride = call.mask.sinks.stride[0];
   }
   const int splits = flash->phases[index].splits;
   if (splits > 1) {

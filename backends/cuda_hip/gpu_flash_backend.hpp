@@ -56,6 +56,10 @@ struct FlashVendor {
   // quantise_e4m3); null: the backend refuses the FP8 attention mode's step.
   void (*quantise)(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
                    float* scratch) = nullptr;
+  // Whether `launch` and `merge` take docs/contract.md §12's masks,
+  // windows and sinks (FlashParams::mask, MergeArgs::sinks). False: the
+  // backend refuses them.
+  bool masks = false;
 };
 
 class GpuFlashBackend final : public PrefillBackend {
@@ -73,6 +77,9 @@ class GpuFlashBackend final : public PrefillBackend {
   void project_latents(Queue& queue, const TensorView& latents, const TensorView& kv_b_proj, const TensorView& k,
                        const TensorView& v) const override;
   bool supports_quant_output(QuantKey key) const override;
+  // The vendor's `masks`. A top-k mask or window also needs a plan made
+  // from host metadata, which holds the positions (§12).
+  bool takes_attention_masks() const override { return vendor_.masks; }
   // On the queue's stream; a found scale is a tensor over scratch[1].
   Descale quantise_e4m3(Queue& queue, const TensorView& from, const TensorView& to, std::optional<float> scale,
                         float* scratch) const override;

@@ -42,6 +42,8 @@ struct MergeKernelParams {
   std::int64_t copy_from_token = 0;      // tokens at or past this copy the suffix
   float out_scale = 1.0f;                // divides the output before fp8 conversion
   const float* out_scale_ptr = nullptr;  // when set, the scale is read here (device memory)
+  const float* sinks = nullptr;          // [H] at head * sinks_stride (§12); null: none
+  std::int64_t sinks_stride = 0;
 
   // The fp8 scale, read when the kernel runs (graph replays see updates).
   // (A product, not a select between two addresses, which could put the
@@ -79,17 +81,24 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
     InPack s_in;
     OutPack o;
     float out_lse = 0.0f;
+    // §12: the merged row's share left by the sink (1 without sinks).
+    const float sink = p.sinks != nullptr ? p.sinks[head * p.sinks_stride] : 0.0f;
     if (token >= p.copy_from_token) {
-      // Tokens without context: the prefix is not read at all, it may hold anything.
+      // Tokens without context: the prefix is not read at all, it may hold
+      // anything; with sinks, neither is a suffix without keys (output 0).
       out_lse = suffix_lse;
-      if constexpr (Vec > 1) {
+      const float share = p.sinks != nullptr ? gpu::sink_factor(suffix_lse, sink) : 1.0f;
+      if (share == 0.0f) {
+        s_in = InPack{};
+      } else if constexpr (Vec > 1) {
         s_in = *reinterpret_cast<const InPack*>(suffix);
       } else {
         s_in.value[0] = suffix[0];
       }
 #pragma unroll
       for (int i = 0; i < Vec; ++i) {
-        const float value = Element<In>::load(s_in.value[i]);
+        const float value =
+            p.sinks != nullptr ? Element<In>::load(s_in.value[i]) * share : Element<In>::load(s_in.value[i]);
         if constexpr (Out == DType::float8_e4m3) {
           o.value[i] = Element<Out>::store(value / p.scale());
         } else {
@@ -100,6 +109,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
       const float prefix_lse = p.prefix_lse[head * p.prefix_lse_stride[0] + token * p.prefix_lse_stride[1]];
       const gpu::MergeWeights w = gpu::merge_weights(prefix_lse, suffix_lse);
       out_lse = w.lse;
+      const float share = p.sinks != nullptr ? gpu::sink_factor(w.lse, sink) : 1.0f;
       const auto* prefix = static_cast<const InStorage*>(p.prefix_out) + token * p.prefix_stride[0] +
                            head * p.prefix_stride[1] + d * p.prefix_stride[2];
       InPack p_in;
@@ -117,6 +127,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
         float value = 0.0f;
         if (w.prefix != 0.0f) value += Element<In>::load(p_in.value[i]) * w.prefix;
         if (w.suffix != 0.0f) value += Element<In>::load(s_in.value[i]) * w.suffix;
+        if (p.sinks != nullptr) value *= share;
         if constexpr (Out == DType::float8_e4m3) {
           o.value[i] = Element<Out>::store(value / p.scale());
         } else {
@@ -212,6 +223,10 @@ void merge_attn_states_with(const MergeArgs& args, Launch&& launch) {
   params.copy_from_token = args.prefill_tokens_with_context.value_or(params.tokens);
   params.out_scale = args.out_scale ? args.out_scale->value : 1.0f;
   params.out_scale_ptr = args.out_scale ? args.out_scale->device : nullptr;
+  if (!args.sinks.empty_view()) {
+    params.sinks = static_cast<const float*>(args.sinks.data);
+    params.sinks_stride = args.sinks.stride[0];
+  }
   if (params.tokens == 0 || params.heads == 0 || params.dim == 0) return;
 
   switch (args.prefix_out.dtype) {

@@ -36,6 +36,23 @@ MLA_HOST_DEVICE inline bool is_infinite(float value) {
   return (numeric::float_bits(value) & 0x7fffffffu) == 0x7f800000u;
 }
 
+// docs/contract.md §12: 1 / (sum + the sink's weight at the row's base) for
+// a row with max `max_log2` and `sum` of exp2(s - max), the sink
+// `sink_log2` in the same units (-inf: none); 0 for a row without keys,
+// sinks or not.
+MLA_HOST_DEVICE inline float output_factor(float sum, float max_log2, float sink_log2) {
+  if (!(sum > 0.0f)) return 0.0f;
+  return 1.0f / (sum + exp2f(sink_log2 - exp2_base(max_log2)));
+}
+
+// What a row merged without its sink is multiplied by to put natural-log
+// sink `sink` in its denominator: 1 / (1 + e^(sink - lse)); 0 for a row whose
+// LSE is infinite (no keys: output 0, sinks or not).
+MLA_HOST_DEVICE inline float sink_factor(float lse, float sink) {
+  if (is_infinite(lse)) return 0.0f;
+  return 1.0f / (1.0f + expf(sink - lse));
+}
+
 // Weights of one merge (docs/contract.md §3), natural logs.
 struct MergeWeights {
   float prefix = 0.0f;

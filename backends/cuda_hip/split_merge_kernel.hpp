@@ -55,6 +55,12 @@ __global__ void merge_splits_kernel(const gpu::FlashParams p, std::int64_t dim) 
       }
       lse = w.lse;
     }
+    // §12: the partials hold no sink; the merged row takes it once.
+    if (p.mask.sinks != nullptr) {
+      const float factor = gpu::sink_factor(lse, p.mask.sinks[head * p.mask.sinks_stride]);
+#pragma unroll
+      for (int i = 0; i < run_elements; ++i) value[i] *= factor;
+    }
     // As the attention kernels read a device-held fp8 scale: when the kernel runs.
     const float out_scale = p.out_scale * (p.out_fp8 && p.out_scale_ptr != nullptr ? *p.out_scale_ptr : 1.0f);
     OutPack out;

@@ -273,8 +273,14 @@ __device__ inline void flash_forward(const FlashParams& p) {
   const int wave_keys =
       wave_active ? numeric::causal_key_end(min(wave_row + wave_rows, seqlen_q) - 1, seqlen_q, seqlen_k, p.causal) : 0;
   const int block_keys = gpu::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
-  const gpu::KeyTileRange range = gpu::split_key_tiles(gpu::ceil_div(block_keys, c.block_cols), split, p.num_splits);
-  const int keys_end = min(block_keys, range.end * c.block_cols);
+  // §12: this sequence's key mask (none: every key passes). A window starts
+  // the key loop at the tile of the block's first row's first key.
+  const gpu::SequenceMask mask = gpu::sequence_mask(p.mask, item.seq);
+  const bool key_masked = p.mask.masks_keys();
+  const int all_tiles = gpu::ceil_div(block_keys, c.block_cols);
+  const int window_tile = mask.first_key_tile(block_row, all_tiles, c.block_cols);
+  const gpu::KeyTileRange range = gpu::split_key_tiles(all_tiles - window_tile, split, p.num_splits);
+  const int keys_end = min(block_keys, (window_tile + range.end) * c.block_cols);
   // e4m3: the descales, and what FNUZ's halving took from S (4) and from V (2).
   float score_scale = p.scale_log2;
   float out_factor = 1.0f;
@@ -311,8 +317,20 @@ __device__ inline void flash_forward(const FlashParams& p) {
   float row_max = -INFINITY;  // log2 domain, shared by the lane pair
   float lane_sum = 0.0f;      // this lane's half of the row sum, at base exp2_base(row_max)
 
-  for (int key0 = range.begin * c.block_cols; key0 < keys_end; key0 += c.block_cols) {
-    __syncthreads();  // every wave is done with the previous tile
+  for (int key0 = (window_tile + range.begin) * c.block_cols; key0 < keys_end; key0 += c.block_cols) {
+    if (mask.words != nullptr) {
+      // Top-k bits: a tile no row of the block sees is never staged. Each
+      // thread checks its share of the rows; the barrier also says every
+      // wave is done with the previous tile.
+      bool seen = false;
+      for (int r = static_cast<int>(threadIdx.x); r < block_rows && !seen; r += c.threads()) {
+        const int end = numeric::causal_key_end(block_row + r, seqlen_q, seqlen_k, p.causal);
+        for (int t = 0; t < key_tiles; ++t) seen = seen || mask.seen(block_row + r, key0 + t * mfma::tile, end) != 0;
+      }
+      if (!__syncthreads_or(seen)) continue;
+    } else {
+      __syncthreads();  // every wave is done with the previous tile
+    }
     if constexpr (E4m3) {
       stage_k_e4m3<c>(k_bytes, k + key0 * p.k_row_stride, p.k_row_stride, seqlen_k - key0);
       stage_v_transposed_e4m3<c>(vt_bytes, v + key0 * p.v_row_stride, p.v_row_stride, seqlen_k - key0);
@@ -345,14 +363,19 @@ __device__ inline void flash_forward(const FlashParams& p) {
       }
     }
 
-    const bool masked = key0 + c.block_cols > wave_unmasked_keys;  // wave-uniform
+    // Wave-uniform; with a key mask every tile is masked by the row's seen
+    // keys (one word per 32-key S^T tile, causality included).
+    const bool masked = key_masked || key0 + c.block_cols > wave_unmasked_keys;
     float tile_max = -INFINITY;
 #pragma unroll
     for (int t = 0; t < key_tiles; ++t) {
+      const std::uint32_t keep = key_masked && row_valid ? mask.seen(row, key0 + t * mfma::tile, row_keys) : 0u;
 #pragma unroll
       for (int r = 0; r < mfma::accumulators; ++r) {
         float score = s[t][r] * score_scale;
-        if (masked && key0 + t * mfma::tile + mfma::acc_row(lane, r) >= row_keys) score = -INFINITY;
+        const bool hidden = key_masked ? ((keep >> mfma::acc_row(lane, r)) & 1u) == 0
+                                       : key0 + t * mfma::tile + mfma::acc_row(lane, r) >= row_keys;
+        if (masked && hidden) score = -INFINITY;
         s[t][r] = score;
         tile_max = fmaxf(tile_max, score);
       }
@@ -418,9 +441,12 @@ __device__ inline void flash_forward(const FlashParams& p) {
 
   const float row_sum = lane_sum + row_partner(lane_sum);
   if (!row_valid) return;
-  const float factor = gpu::output_factor(row_sum) * out_factor;
   // Split-KV: this key range's normalised output and LSE in float32, for the merge.
   const bool partial = p.num_splits > 1;
+  // §12: the head's sink joins the row's divisor (P's 2^p_offset too), not
+  // its LSE; a split's partials leave it to the merge.
+  const float sink = gpu::sink_log2(p.mask, head, partial) + static_cast<float>(p_offset);
+  const float factor = gpu::output_factor(row_sum, row_max, sink) * out_factor;
   const std::int64_t token = q_start + static_cast<std::int64_t>(row);
   // A device-held fp8 scale is read here, once, when the kernel runs (graph
   // replays see updates); the host then passes out_scale 1, so the product is

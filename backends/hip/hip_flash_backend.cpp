@@ -22,6 +22,7 @@ constexpr gpu::FlashVendor hip_vendor{
     nullptr,
     true,
     hip::quantise_e4m3,
+    true,
 };
 
 }  // namespace

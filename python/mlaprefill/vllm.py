@@ -310,6 +310,46 @@ class _Adapter:
                       cu_seqlens_k=_tensors.int_list(cu_seqlens_k, "cu_seqlens_k"), stream=_tensors.stream_of(q))
         return chunk.run_new_tokens(q, k, v, return_lse=return_softmax_lse, out=out)
 
+    def run_masked_mha(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
+                       dense_mask=None, key_starts=None, causal=True, return_softmax_lse=False, sinks=None,
+                       window=0, out=None):
+        """vLLM's sparse-attention "masked MHA" call (sparse_mla_attention's
+        _run_masked_mha, which hands these to FlashAttention-4's mask_mod):
+        varlen attention of q against k, v with `dense_mask`, the int32
+        [B, rows, words] bit-packed top-k rows vLLM builds. With
+        `key_starts` ([B] host or device integers: the context before the new
+        tokens, or a context chunk's starts) the bits are read at key_starts[b]
+        + key, as offset_dense_mask_mod reads a global mask; the reserved last
+        word is never read. `causal`: the new tokens' call; otherwise a context
+        chunk's (no window then: its queries' positions are unknown).
+        `sinks` ([H] float32) and `window` are docs/contract.md §12's, for
+        models that have them (vLLM's masked path passes none). Returns out,
+        or (out, lse) with return_softmax_lse."""
+        _, backend = self._pair(q)
+        cu_q = _tensors.int_list(cu_seqlens_q, "cu_seqlens_q")
+        cu_k = _tensors.int_list(cu_seqlens_k, "cu_seqlens_k")
+        batch = len(cu_q) - 1
+        starts = [0] * batch if key_starts is None else _tensors.int_list(key_starts, "key_starts")
+        if len(starts) != batch:
+            raise mlaprefill.InvalidArgument(f"key_starts has {len(starts)} entries for {batch} sequences")
+        if not causal and window:
+            raise mlaprefill.InvalidArgument("a context chunk's masked call takes no window: its queries' "
+                                             "positions are unknown to one chunk call")
+        # The keys before this call's, as a leading context chunk of those
+        # lengths: the library's positions (§12) are then vLLM's.
+        before = _cumulate(starts)
+        mask = {"topk_mask": dense_mask, "window": window, "sinks": sinks}
+        stream = _tensors.stream_of(q)
+        if causal:
+            backend.prepare(cu_q, cu_seqlens_k=cu_k, chunks=[before], stream=stream)
+            result = backend.run_new_tokens(q, k, v, return_lse=return_softmax_lse, out=out, **mask)
+        else:
+            backend.prepare(cu_q, cu_seqlens_k=[0] * len(cu_q), chunks=[before, cu_k], stream=stream)
+            result = backend.run_context_chunk(1, q, k, v, out=out, **mask)
+            if not return_softmax_lse:
+                result = result[0]
+        return result
+
 
 class _ContextChunks:
     """run_prefill_context_chunk(chunk=ContextChunk, q=q[chunk.token_slice], k, v, out), and the FP8 prefill

@@ -15,12 +15,15 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #ifdef MLA_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -188,16 +191,69 @@ Descale descale_of(const c10::optional<at::Tensor>& tensor, const at::Tensor& q,
   return Descale::of(view_on(keep, what, q, "q"));
 }
 
+// docs/contract.md §12's arguments of an attention call.
+struct TorchMask {
+  c10::optional<at::Tensor> topk;
+  std::int64_t window = 0;
+  c10::optional<at::Tensor> sinks;
+  // Per sequence, the position in its whole key range of the call's key 0
+  // (vLLM's key_starts: the context before the keys; none: 0).
+  std::optional<std::vector<std::int64_t>> key_starts;
+  bool chunk = false;  // context_chunk's call
+};
+
+std::optional<std::vector<std::int64_t>> list_of(const c10::optional<c10::IntArrayRef>& values) {
+  if (!values) return std::nullopt;
+  return std::vector<std::int64_t>(values->begin(), values->end());
+}
+
+AttentionMask mask_of(const TorchMask& torch_mask, const at::Tensor& q) {
+  AttentionMask mask;
+  if (torch_mask.topk && torch_mask.topk->defined()) mask.topk = topk_mask_of(*torch_mask.topk, q, "q");
+  mask.window = torch_mask.window;
+  if (torch_mask.sinks && torch_mask.sinks->defined()) mask.sinks = view_on(*torch_mask.sinks, "sinks", q, "q");
+  return mask;
+}
+
+// Key positions start at key_starts[b] (§12): the call's metadata gets a
+// context chunk of those lengths ahead of its keys, so the plan's positions
+// are the caller's. A context chunk's own keys then run as chunk 1, after
+// new tokens of no keys.
+PrefillMetadata with_key_starts(PrefillMetadata metadata, const std::vector<std::int64_t>& starts, bool chunk) {
+  if (starts.size() + 1 != metadata.cu_seqlens_q.size()) {
+    raise(ErrorCategory::invalid_argument, "key_starts has " + std::to_string(starts.size()) + " entries for " +
+                                               std::to_string(metadata.batch_size()) + " sequences");
+  }
+  std::vector<int> before;
+  for (std::size_t b = 0; b < starts.size(); ++b) {
+    if (starts[b] < 0 || starts[b] > std::numeric_limits<std::int32_t>::max()) {
+      raise(ErrorCategory::invalid_argument,
+            "key_starts[" + std::to_string(b) + "] = " + std::to_string(starts[b]) + " is outside 0..2^31-1");
+    }
+    before.push_back(static_cast<int>(starts[b]));
+  }
+  std::vector<int> own;
+  for (std::size_t b = 0; b + 1 < metadata.cu_seqlens_k.size(); ++b)
+    own.push_back(metadata.cu_seqlens_k[b + 1] - metadata.cu_seqlens_k[b]);
+  metadata.add_chunk(before);
+  if (!chunk) return metadata;
+  metadata.add_chunk(own);
+  metadata.cu_seqlens_k.assign(metadata.cu_seqlens_k.size(), 0);
+  metadata.max_seqlen_k = 0;
+  return metadata;
+}
+
 // Attention of q against k/v with the given cu_seqlens: causal for new
 // tokens, non-causal for a context chunk. Returns (out [Nq, H, V], lse [H, Nq]).
 std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const at::Tensor& cu_q, const at::Tensor& cu_k, double scale, bool causal,
                                              std::int64_t rope_dim, const std::optional<std::string>& backend,
-                                             const TorchDescales& descales, c10::optional<at::ScalarType> out_type) {
+                                             const TorchDescales& descales, c10::optional<at::ScalarType> out_type,
+                                             const TorchMask& torch_mask) {
   std::tuple<at::Tensor, at::Tensor> result;
   translate_errors([&] {
     CachedBackend& cached = backend_for(q, dims_of(q, v, rope_dim), backend, out_dtype_of(out_type));
-    const PrefillMetadata metadata = metadata_of(cu_q, cu_k, causal);
+    PrefillMetadata metadata = metadata_of(cu_q, cu_k, causal);
     if (q.size(0) != metadata.num_q_tokens()) {
       raise(ErrorCategory::invalid_argument, "q has " + std::to_string(q.size(0)) +
                                                  " tokens but cu_seqlens_q ends at " +
@@ -211,42 +267,60 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q, const at::Tens
           InputDescales{descale_of(descales.q, q, "q_descale", keep_q), descale_of(descales.k, q, "k_descale", keep_k),
                         descale_of(descales.v, q, "v_descale", keep_v)};
     }
+    const AttentionMask mask = mask_of(torch_mask, q);
+    if (torch_mask.chunk && mask.window != 0) {
+      // A lone chunk call does not know where its queries sit in the whole
+      // key range, which a window needs (§12).
+      raise(ErrorCategory::invalid_argument,
+            "context_chunk takes no window: its queries' positions are unknown to one chunk call; pass the window "
+            "to prefill, or run the step with mlaprefill.run_prefill_step");
+    }
+    const bool offset = torch_mask.key_starts.has_value();
+    if (offset) metadata = with_key_starts(std::move(metadata), *torch_mask.key_starts, torch_mask.chunk);
     Queue queue = queue_for(cached, q);
     std::lock_guard lock(cached.mutex);
     cached.backend->prepare(queue, metadata);
+    if (offset && torch_mask.chunk) {
+      cached.backend->run_context_chunk(queue, 1, view_of(q, "q"), view_on(k, "k", q, "q"), view_on(v, "v", q, "q"),
+                                        static_cast<float>(scale), view_of(std::get<0>(result), "out"),
+                                        view_of(std::get<1>(result), "lse"), input_descales, mask);
+      return;
+    }
     cached.backend->run_new_tokens(queue, view_of(q, "q"), view_on(k, "k", q, "q"), view_on(v, "v", q, "q"),
                                    static_cast<float>(scale), true, view_of(std::get<0>(result), "out"), std::nullopt,
-                                   view_of(std::get<1>(result), "lse"), input_descales);
+                                   view_of(std::get<1>(result), "lse"), input_descales, mask);
   });
   return result;
 }
 
-std::tuple<at::Tensor, at::Tensor> prefill(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                           const at::Tensor& cu_q, const at::Tensor& cu_k, double scale, bool causal,
-                                           std::int64_t rope_dim, const c10::optional<std::string>& backend,
-                                           const c10::optional<at::Tensor>& q_descale,
-                                           const c10::optional<at::Tensor>& k_descale,
-                                           const c10::optional<at::Tensor>& v_descale,
-                                           c10::optional<at::ScalarType> out_dtype) {
+std::tuple<at::Tensor, at::Tensor> prefill(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cu_q, const at::Tensor& cu_k,
+    double scale, bool causal, std::int64_t rope_dim, const c10::optional<std::string>& backend,
+    const c10::optional<at::Tensor>& q_descale, const c10::optional<at::Tensor>& k_descale,
+    const c10::optional<at::Tensor>& v_descale, c10::optional<at::ScalarType> out_dtype,
+    const c10::optional<at::Tensor>& topk_mask, std::int64_t window, const c10::optional<at::Tensor>& sinks,
+    c10::optional<c10::IntArrayRef> key_starts) {
   return attention(q, k, v, cu_q, cu_k, scale, causal, rope_dim, std_optional(backend),
-                   {q_descale, k_descale, v_descale}, out_dtype);
+                   {q_descale, k_descale, v_descale}, out_dtype,
+                   {topk_mask, window, sinks, list_of(key_starts), false});
 }
 
-std::tuple<at::Tensor, at::Tensor> context_chunk(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                 const at::Tensor& cu_q, const at::Tensor& cu_k, double scale,
-                                                 std::int64_t rope_dim, const c10::optional<std::string>& backend,
-                                                 const c10::optional<at::Tensor>& q_descale,
-                                                 const c10::optional<at::Tensor>& k_descale,
-                                                 const c10::optional<at::Tensor>& v_descale,
-                                                 c10::optional<at::ScalarType> out_dtype) {
+std::tuple<at::Tensor, at::Tensor> context_chunk(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cu_q, const at::Tensor& cu_k,
+    double scale, std::int64_t rope_dim, const c10::optional<std::string>& backend,
+    const c10::optional<at::Tensor>& q_descale, const c10::optional<at::Tensor>& k_descale,
+    const c10::optional<at::Tensor>& v_descale, c10::optional<at::ScalarType> out_dtype,
+    const c10::optional<at::Tensor>& topk_mask, std::int64_t window, const c10::optional<at::Tensor>& sinks,
+    c10::optional<c10::IntArrayRef> key_starts) {
   return attention(q, k, v, cu_q, cu_k, scale, false, rope_dim, std_optional(backend),
-                   {q_descale, k_descale, v_descale}, out_dtype);
+                   {q_descale, k_descale, v_descale}, out_dtype, {topk_mask, window, sinks, list_of(key_starts), true});
 }
 
 std::tuple<at::Tensor, at::Tensor> merge(const at::Tensor& prefix_out, const at::Tensor& prefix_lse,
                                          const at::Tensor& suffix_out, const at::Tensor& suffix_lse,
                                          c10::optional<std::int64_t> tokens_with_context,
-                                         const c10::optional<std::string>& backend) {
+                                         const c10::optional<std::string>& backend,
+                                         const c10::optional<at::Tensor>& sinks) {
   std::tuple<at::Tensor, at::Tensor> result;
   translate_errors([&] {
     // A merge reads no q or k: a backend of the outputs' dtype, heads and V
@@ -264,6 +338,7 @@ std::tuple<at::Tensor, at::Tensor> merge(const at::Tensor& prefix_out, const at:
     args.out = view_of(std::get<0>(result), "output");
     args.out_lse = view_of(std::get<1>(result), "output_lse");
     args.prefill_tokens_with_context = std_optional(tokens_with_context);
+    if (sinks && sinks->defined()) args.sinks = view_on(*sinks, "sinks", prefix_out, "prefix_output");
     Queue queue = queue_for(cached, prefix_out);
     std::lock_guard lock(cached.mutex);
     cached.backend->merge_attn_states(queue, args);
@@ -278,14 +353,16 @@ TORCH_LIBRARY(mlaprefill, m) {
   m.def(
       "prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float scale, "
       "bool causal=True, int qk_rope_head_dim=64, str? backend=None, Tensor? q_descale=None, "
-      "Tensor? k_descale=None, Tensor? v_descale=None, ScalarType? out_dtype=None) -> (Tensor, Tensor)");
+      "Tensor? k_descale=None, Tensor? v_descale=None, ScalarType? out_dtype=None, Tensor? topk_mask=None, "
+      "int window=0, Tensor? sinks=None, int[]? key_starts=None) -> (Tensor, Tensor)");
   m.def(
       "context_chunk(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float scale, "
       "int qk_rope_head_dim=64, str? backend=None, Tensor? q_descale=None, Tensor? k_descale=None, "
-      "Tensor? v_descale=None, ScalarType? out_dtype=None) -> (Tensor, Tensor)");
+      "Tensor? v_descale=None, ScalarType? out_dtype=None, Tensor? topk_mask=None, int window=0, "
+      "Tensor? sinks=None, int[]? key_starts=None) -> (Tensor, Tensor)");
   m.def(
       "merge_attn_states(Tensor prefix_output, Tensor prefix_lse, Tensor suffix_output, Tensor suffix_lse, "
-      "int? prefill_tokens_with_context=None, str? backend=None) -> (Tensor, Tensor)");
+      "int? prefill_tokens_with_context=None, str? backend=None, Tensor? sinks=None) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(mlaprefill, CPU, m) {

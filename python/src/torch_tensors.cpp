@@ -61,6 +61,29 @@ TensorView view_on(const at::Tensor& tensor, const char* what, const at::Tensor&
   return view_of(tensor, what);
 }
 
+TopkMask topk_mask_of(const at::Tensor& tensor, const at::Tensor& anchor, const char* anchor_name) {
+  if (!tensor.defined()) raise(ErrorCategory::invalid_argument, "topk_mask is an undefined tensor");
+  if (tensor.scalar_type() != at::kInt || tensor.dim() != 3 || (tensor.numel() > 0 && tensor.stride(2) != 1)) {
+    raise(ErrorCategory::invalid_argument,
+          "topk_mask must be an int32 tensor [B, rows, words] with unit last stride (vLLM's bit-packed rows); got " +
+              std::string(c10::toString(tensor.scalar_type())) + " of rank " + std::to_string(tensor.dim()));
+  }
+  if (anchor.defined() && tensor.device() != anchor.device()) {
+    raise(ErrorCategory::invalid_argument, "topk_mask is on " + tensor.device().str() + " but " + anchor_name + " on " +
+                                               anchor.device().str() +
+                                               "; every tensor of a call must be on one device");
+  }
+  TopkMask mask;
+  mask.words = static_cast<const std::uint32_t*>(tensor.data_ptr());
+  mask.batch_size = tensor.size(0);
+  mask.rows = tensor.size(1);
+  mask.words_per_row = tensor.size(2);
+  mask.batch_stride = tensor.stride(0);
+  mask.row_stride = tensor.stride(1);
+  mask.memory = tensor.is_cpu() ? MemoryKind::host : MemoryKind::device;
+  return mask;
+}
+
 std::vector<std::int32_t> cu_seqlens_of(const at::Tensor& tensor, const char* what) {
   if (tensor.dim() != 1 || at::isFloatingType(tensor.scalar_type()) || tensor.scalar_type() == at::kBool) {
     raise(ErrorCategory::invalid_argument, std::string(what) + " must be a 1-d integer tensor");

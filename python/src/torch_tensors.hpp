@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "mla/backend.hpp"
 #include "mla/tensor.hpp"
 
 namespace mla::python {
@@ -19,6 +20,11 @@ TensorView view_of(const at::Tensor& tensor, const char* what);
 // GPU cannot read another's memory): raises Error(invalid_argument) naming
 // both tensors and devices otherwise.
 TensorView view_on(const at::Tensor& tensor, const char* what, const at::Tensor& anchor, const char* anchor_name);
+
+// A top-k mask (docs/contract.md §12) in vLLM's layout: an int32 tensor
+// [B, rows, words] on `anchor`'s device with unit last stride, seen in
+// place (the library checks the rest against the plan).
+TopkMask topk_mask_of(const at::Tensor& tensor, const at::Tensor& anchor, const char* anchor_name);
 
 // A 1-d integer tensor as int32 cu_seqlens on the host (copied from a GPU).
 std::vector<std::int32_t> cu_seqlens_of(const at::Tensor& tensor, const char* what);

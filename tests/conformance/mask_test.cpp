@@ -10,7 +10,11 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <string>
+#include <utility>
 
+#include "config/scoped_env.hpp"
 #include "conformance/conformance_fixture.hpp"
 #include "mla/attention_mask.hpp"
 
@@ -215,7 +219,10 @@ TEST_P(MaskConformance, IndexListLongerThanTheKeys) {
 // run_prefill_step with the mask, a window and sinks over three chunks
 // equals one masked pass over context and new keys with the sinks once.
 // Sequence 5's bits leave both of its context chunks empty; sequence 1's
-// new tokens see only context.
+// new tokens see only context. Last with MLA_KV_SPLITS=3: the GPU kernels
+// then cut every call's key tiles into 3 ranges, each skipping what its
+// mask hides and leaving the sink to the merge of the ranges (the other
+// backends ignore the variable).
 TEST_P(MaskConformance, ChunkedStepEqualsOneMaskedPass) {
   const std::vector<int> q_lens{1, 0, 17, 6, 33, 70};
   const std::vector<std::vector<int>> chunk_lens{{5, 0, 40, 0, 17, 64}, {0, 3, 11, 1, 0, 64}, {0, 0, 0, 0, 0, 0}};
@@ -228,7 +235,10 @@ TEST_P(MaskConformance, ChunkedStepEqualsOneMaskedPass) {
   const DrawnMask drawn = draw(q_lens, c.full_lens, choose);
   const std::vector<float> sink_values = head_sinks(heads());
   const Sinks sinks = sinks_of(sink_values);
-  for (std::int64_t window : {0, 25}) {
+  for (const auto& [window, splits] : {std::pair<std::int64_t, const char*>{0, nullptr}, {25, nullptr}, {25, "3"}}) {
+    SCOPED_TRACE(splits == nullptr ? "one key range" : "MLA_KV_SPLITS=3");
+    const test::ScopedEnv split_env("MLA_KV_SPLITS",
+                                    splits == nullptr ? std::nullopt : std::optional<std::string>(splits));
     AttentionMask mask;
     mask.topk = drawn.queue_view;
     mask.window = window;

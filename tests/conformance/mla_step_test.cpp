@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -19,6 +20,7 @@
 #include "conformance/conformance_fixture.hpp"
 #include "error_message.hpp"
 #include "log_capture.hpp"
+#include "mla/attention_mask.hpp"
 #include "mla/backend/latents.hpp"
 
 namespace mla::testing {
@@ -32,6 +34,15 @@ struct Step {
   float cache_scale = 0.5f;
   MlaStepMetadata metadata;
   HostTensor q, kv_c, k_pe, cache, w;
+};
+
+// A step's §12 mask as the oracle reads it: key t of sequence b's whole
+// range (context, then new tokens) seen by its query i when allowed(b, i, t)
+// (empty: every key), within the window, and the heads' sinks.
+struct StepMask {
+  std::function<bool(std::size_t b, int i, int t)> allowed;
+  std::int64_t window = 0;
+  std::vector<float> sinks;
 };
 
 class MlaStep : public Conformance {
@@ -110,7 +121,8 @@ class MlaStep : public Conformance {
   // The step in fp64: out [Nq, H, V] and lse [H, Nq]; with `fp8`, the FP8
   // attention mode's (q as its bytes times the descale, keys and values
   // quantised as Fp8Keys says).
-  void oracle(const Step& s, std::vector<double>& out, std::vector<double>& lse, const Fp8Keys* fp8 = nullptr) const {
+  void oracle(const Step& s, std::vector<double>& out, std::vector<double>& lse, const Fp8Keys* fp8 = nullptr,
+              const StepMask* mask = nullptr) const {
     const int h_count = heads(), P = p(), R = r(), V = v_dim(), L = latent();
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
     const double scale = scale_;
@@ -180,21 +192,33 @@ class MlaStep : public Conformance {
         }
         for (int i = 0; i < sq; ++i) {
           const int visible = c + i + 1;
-          std::vector<double> scores(static_cast<std::size_t>(visible));
+          // Query i sits at position c + i; a masked-out key weighs nothing.
+          const auto seen = [&](int t) {
+            if (mask == nullptr) return true;
+            if (mask->window != 0 && t <= c + i - mask->window) return false;
+            return !mask->allowed || mask->allowed(b, i, t);
+          };
+          std::vector<double> scores(static_cast<std::size_t>(visible), -INFINITY);
           for (int t = 0; t < visible; ++t) {
+            if (!seen(t)) continue;
             double dot = 0;
             for (int d = 0; d < P + R; ++d)
               dot += s.q.at(q0 + i, h, d) * keys[static_cast<std::size_t>(t * (P + R) + d)];
             scores[static_cast<std::size_t>(t)] = dot * scale * (fp8 != nullptr ? fp8->q_descale : 1.0);
           }
           const double m = *std::max_element(scores.begin(), scores.end());
+          if (m == -INFINITY) continue;  // no key seen: out 0, LSE -inf
           double total = 0;
           for (double& score : scores) total += (score = std::exp(score - m));
+          // A sink joins the divisor only (§12).
+          const double sink =
+              mask != nullptr && !mask->sinks.empty() ? mask->sinks[static_cast<std::size_t>(h)] : -INFINITY;
+          const double divisor = total + std::exp(sink - m);
           for (int d = 0; d < V; ++d) {
             double acc = 0;
             for (int t = 0; t < visible; ++t)
               acc += scores[static_cast<std::size_t>(t)] * values[static_cast<std::size_t>(t * V + d)];
-            out[static_cast<std::size_t>(((q0 + i) * h_count + h) * V + d)] = acc / total;
+            out[static_cast<std::size_t>(((q0 + i) * h_count + h) * V + d)] = acc / divisor;
           }
           lse[static_cast<std::size_t>(h * nq + q0 + i)] = m + std::log(total);
         }
@@ -204,6 +228,43 @@ class MlaStep : public Conformance {
 
   MlaStepPlan plan(const Step& s, std::int64_t workspace_tokens) const {
     return plan_mla_prefill(params_, s.metadata, s.block_size, workspace_tokens);
+  }
+
+  // A StepMask on the queue: its bits (vLLM's layout over the plan's whole
+  // key ranges), window and sinks.
+  struct QueueMask {
+    UsmBuffer words;
+    DeviceTensor sinks;
+    AttentionMask mask;
+  };
+  QueueMask queue_mask(const Step& s, const MlaStepPlan& plan, const StepMask& mask) {
+    QueueMask q;
+    q.mask.window = mask.window;
+    if (mask.allowed) {
+      HostTopkMask bits(plan.attention);
+      for (std::size_t b = 0; b < s.q_lens.size(); ++b) {
+        for (int i = 0; i < s.q_lens[b]; ++i) {
+          for (int t = 0; t < s.context_lens[b] + s.q_lens[b]; ++t) {
+            if (mask.allowed(b, i, t)) bits.allow(static_cast<int>(b), i, t);
+          }
+        }
+      }
+      const TopkMask view = bits.view();
+      const auto bytes = static_cast<std::size_t>(view.batch_size * view.batch_stride) * sizeof(std::uint32_t);
+      q.words = UsmBuffer::device(queue_, std::max<std::size_t>(bytes, 64));
+      queue_.memcpy(q.words.get(), view.words, bytes);
+      queue_.wait();
+      q.mask.topk =
+          TopkMask::contiguous(q.words.as<const std::uint32_t>(), view.batch_size, view.rows, view.words_per_row,
+                               queue_.backend() == DeviceBackend::host ? MemoryKind::host : MemoryKind::device);
+    }
+    if (!mask.sinks.empty()) {
+      HostTensor sinks(DType::float32, {static_cast<std::int64_t>(mask.sinks.size())});
+      for (std::size_t h = 0; h < mask.sinks.size(); ++h) sinks.set(mask.sinks[h], static_cast<std::int64_t>(h));
+      q.sinks = upload(queue_, sinks);
+      q.mask.sinks = q.sinks.view;
+    }
+    return q;
   }
 
   // Runs the step on the backend under test with `workspace` tokens and
@@ -219,7 +280,7 @@ class MlaStep : public Conformance {
     HostTensor out, lse;
   };
   StepResult run_step(const Step& s, const MlaStepPlan& plan, const MlaStepInputs* fp8_inputs = nullptr,
-                      std::vector<KvScales>* scales = nullptr) {
+                      std::vector<KvScales>* scales = nullptr, const AttentionMask& mask = {}) {
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
     StepResult result{HostTensor(compute_dtype(), {nq, heads(), v_dim()}), HostTensor(DType::float32, {heads(), nq})};
     const DeviceTensor q = upload(queue_, s.q), kv_c = upload(queue_, s.kv_c), k_pe = upload(queue_, s.k_pe);
@@ -231,19 +292,28 @@ class MlaStep : public Conformance {
       in.k_scale = fp8_inputs->k_scale;
       in.v_scale = fp8_inputs->v_scale;
     }
+    in.mask = mask;
     run_mla_prefill(*backend_, queue_, plan, in, {d_out.view, d_lse.view, scales}, {}, scale_);
     download(queue_, d_out, result.out);
     download(queue_, d_lse, result.lse);
     return result;
   }
 
-  ::testing::AssertionResult matches_oracle(Step& s, const MlaStepPlan& plan, const std::string& what) {
+  // `mask`: the step's §12 mask, built on the queue from the oracle's.
+  ::testing::AssertionResult matches_oracle(Step& s, const MlaStepPlan& plan, const std::string& what,
+                                            const StepMask* mask = nullptr) {
     const std::int64_t nq = s.metadata.cu_seqlens_q.back();
-    const StepResult result = run_step(s, plan);
+    StepResult result;
+    if (mask == nullptr) {
+      result = run_step(s, plan);
+    } else {
+      const QueueMask on_queue = queue_mask(s, plan, *mask);
+      result = run_step(s, plan, nullptr, nullptr, on_queue.mask);
+    }
     const HostTensor& out = result.out;
     const HostTensor& lse = result.lse;
     std::vector<double> want_out, want_lse;
-    oracle(s, want_out, want_lse);
+    oracle(s, want_out, want_lse, nullptr, mask);
     double err = 0, norm = 0, lse_err = 0;
     for (std::int64_t t = 0; t < nq; ++t) {
       for (int h = 0; h < heads(); ++h) {
@@ -306,6 +376,61 @@ TEST_P(MlaStep, PackedChunksMatchTheOracle) {
   EXPECT_TRUE(matches_oracle(
       s, plan_mla_prefill(params_, s.metadata, s.block_size, pack_context_chunks(s.metadata.context_lens, 1)),
       "packed, one token per chunk"));
+}
+
+// §12 through the whole step: a top-k mask over context and new tokens (one
+// sequence's first context chunk hidden from every query, one query that
+// sees nothing), a window and sinks, over one chunk and over several, where
+// the sinks must be applied once.
+TEST_P(MlaStep, MasksWindowsAndSinksMatchTheOracle) {
+  if (!backend_->takes_attention_masks()) GTEST_SKIP() << backend_->name() << " takes no masks (§12)";
+  Step s = make_step({5, 0, 9, 3, 1}, {21, 7, 0, 40, 0}, 16);
+  std::vector<std::vector<std::vector<char>>> drawn(s.q_lens.size());
+  for (std::size_t b = 0; b < s.q_lens.size(); ++b) {
+    for (int i = 0; i < s.q_lens[b]; ++i) {
+      std::vector<char>& row = drawn[b].emplace_back();
+      for (int t = 0; t < s.context_lens[b] + s.q_lens[b]; ++t) {
+        const bool hidden = (b == 3 && t < 16) || (b == 2 && i == 4);
+        row.push_back(!hidden && std::bernoulli_distribution(0.5)(rng_) ? 1 : 0);
+      }
+    }
+  }
+  StepMask mask;
+  mask.allowed = [&drawn](std::size_t b, int i, int t) {
+    return drawn[b][static_cast<std::size_t>(i)][static_cast<std::size_t>(t)] != 0;
+  };
+  const float cycle[] = {0.5f, -std::numeric_limits<float>::infinity(), 3.0f, -2.0f};
+  for (int h = 0; h < heads(); ++h) mask.sinks.push_back(cycle[h % 4]);
+  for (const std::int64_t window : {std::int64_t{0}, std::int64_t{13}}) {
+    mask.window = window;
+    for (const std::int64_t workspace : {std::int64_t{1} << 20, std::int64_t{16}}) {
+      EXPECT_TRUE(matches_oracle(s, plan(s, workspace),
+                                 "window " + std::to_string(window) + ", workspace " + std::to_string(workspace),
+                                 &mask));
+    }
+  }
+}
+
+// A mask's positions follow each sequence's context chunk after chunk: a
+// plan whose chunks run out of order is refused before the step runs.
+TEST_P(MlaStep, AMaskNeedsTheChunksInOrder) {
+  if (!backend_->takes_attention_masks()) GTEST_SKIP() << backend_->name() << " takes no masks (§12)";
+  Step s = make_step({3, 2}, {40, 20}, 16);
+  ContextPlan reversed = plan_context_chunks(s.metadata.context_lens, 32, s.block_size);
+  ASSERT_GT(reversed.chunks.size(), 1u);
+  std::reverse(reversed.chunks.begin(), reversed.chunks.end());
+  std::reverse(reversed.chunk_size.begin(), reversed.chunk_size.end());
+  const MlaStepPlan plan = plan_mla_prefill(params_, s.metadata, s.block_size, reversed);
+  StepMask mask;
+  mask.window = 7;
+  const QueueMask on_queue = queue_mask(s, plan, mask);
+  try {
+    run_step(s, plan, nullptr, nullptr, on_queue.mask);
+    ADD_FAILURE() << "a mask over out-of-order chunks was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("context chunks in order"), std::string::npos) << e.what();
+  }
 }
 
 TEST_P(MlaStep, Fp8CacheIsDequantisedByItsScale) {

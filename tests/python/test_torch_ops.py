@@ -72,3 +72,53 @@ def test_bad_input_is_a_value_error_with_the_librarys_message(rng):
         torch.ops.mlaprefill.prefill(q.double(), k, v, cu, cu, 0.1)
     out, _ = torch.ops.mlaprefill.prefill(q, k, v, cu, cu, 0.1)  # still works afterwards
     assert torch.isfinite(out).all()
+
+
+def test_vllm_masked_mha_calls_with_a_global_mask(rng):
+    """vLLM's masked-MHA shape (docs/contract.md §12): one global top-k mask
+    over each sequence's context and new tokens, the new tokens' call and two
+    context-chunk calls each told where their keys start (key_starts), and a
+    merge with the sinks, against an fp64 masked attention over the whole key
+    range."""
+    from test_masks import masked_attention, pack
+
+    q_lens, first, second = [6, 11, 3], [5, 0, 7], [4, 0, 0]
+    context = [a + b for a, b in zip(first, second)]
+    whole = [c + n for c, n in zip(context, q_lens)]
+    allowed = [rng.random((sq, n)) < 0.5 for sq, n in zip(q_lens, whole)]
+    heads, scale = 4, 0.2
+    q = random_tensor(rng, (sum(q_lens), heads, DQK), "torch")
+    whole_k = random_tensor(rng, (sum(whole), heads, DQK), "torch")
+    whole_v = random_tensor(rng, (sum(whole), heads, V), "torch")
+    sinks = torch.tensor([0.5, -math.inf, 2.0, -1.0], dtype=torch.float32)
+    mask = torch.from_numpy(pack(allowed, q_lens, whole))
+    cu_whole = lengths_to_cu(whole)
+
+    def rows(lengths, offsets):
+        """Each sequence's `lengths` keys from `offsets` within its whole range."""
+        index = [cu_whole[b] + offsets[b] + j for b in range(len(whole)) for j in range(lengths[b])]
+        return whole_k[index], whole_v[index]
+
+    cu_q = torch.tensor(lengths_to_cu(q_lens), dtype=torch.int32)
+    k, v = rows(q_lens, context)
+    out, lse = torch.ops.mlaprefill.prefill(q, k, v, cu_q, cu_q, scale, topk_mask=mask, key_starts=context)
+    for lengths, starts in ((first, [0] * 3), (second, first)):
+        ck, cv = rows(lengths, starts)
+        cu_c = torch.tensor(lengths_to_cu(lengths), dtype=torch.int32)
+        chunk_out, chunk_lse = torch.ops.mlaprefill.context_chunk(q, ck, cv, cu_q, cu_c, scale, topk_mask=mask,
+                                                                  key_starts=starts)
+        last = lengths is second
+        out, lse = torch.ops.mlaprefill.merge_attn_states(chunk_out, chunk_lse, out, lse,
+                                                          sinks=sinks if last else None)
+    expected = masked_attention(q.numpy(), whole_k.numpy(), whole_v.numpy(), q_lens, whole, scale, allowed,
+                                sinks=sinks.numpy())
+    assert_close(out, lse, *expected, "float32")
+    # A window needs the queries' positions, which a lone chunk call lacks.
+    with pytest.raises(ValueError, match="context_chunk takes no window"):
+        torch.ops.mlaprefill.context_chunk(q, k, v, cu_q, cu_q, scale, window=4)
+    # A window on the new tokens' call counts from their positions after the context.
+    out, lse = torch.ops.mlaprefill.prefill(q, k, v, cu_q, cu_q, scale, topk_mask=mask, window=5,
+                                            key_starts=context, sinks=sinks)
+    suffix = [a[:, c:] for a, c in zip(allowed, context)]
+    assert_close(out, lse, *masked_attention(q.numpy(), k.numpy(), v.numpy(), q_lens, q_lens, scale, suffix, 5,
+                                             sinks.numpy()), "float32")

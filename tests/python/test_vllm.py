@@ -255,3 +255,93 @@ def test_whether_forward_mha_calls_a_prefill_backend_is_read_from_its_code():
     assert adapter.calls_prefill_backend(InheritingImpl) is True
     assert adapter.calls_prefill_backend(LatentImpl) is False
     assert adapter.calls_prefill_backend(object) is None
+
+
+def vllm_global_mask(indices, q_lens, whole):
+    """The bit rows vLLM's _build_topk_mask scatters from a sparse layer's
+    top-k indices (positions in each request's whole key range, -1 none):
+    int32 [B, rows padded to 128, words rounded to 4 with the reserved
+    key_starts word], garbage (set bits) in the padding."""
+    rows = -(-max(q_lens) // 128) * 128
+    words = (-(-max(whole) // 32) + 1 + 3) // 4 * 4
+    bits = np.zeros((len(q_lens), rows, words * 32), dtype=np.uint8)
+    bits[:, :, max(whole):] = 1  # never read
+    q0 = 0
+    for b, sq in enumerate(q_lens):
+        for i in range(sq):
+            picked = indices[q0 + i]
+            bits[b, i, picked[picked >= 0]] = 1
+        bits[b, sq:] = 1  # padded rows, never read
+        q0 += sq
+    return torch.from_numpy(np.packbits(bits, axis=-1, bitorder="little").view(np.int32).copy())
+
+
+def test_a_sparse_layers_masked_prefill_as_vllm_runs_it(rng):
+    """A tiny sparse-attention layer's prefill with context, as vLLM's
+    masked-MHA path runs it (sparse_mla_attention.forward_mha with a global
+    mask): a random "indexer" picks k keys per query, the new tokens' call
+    reads the mask at key_starts = the context lengths, each context chunk's
+    call at its starts, with its requests' rows and tokens, and the partials
+    merge by LSE. Against a torch fp64 attention over each query's picks."""
+    heads, scale, top_k = 2, 0.2, 9
+    q_lens, context = [5, 7, 3], [10, 0, 6]
+    whole = [c + n for c, n in zip(context, q_lens)]
+    indices = np.full((sum(q_lens), top_k), -1, dtype=np.int64)
+    q0 = 0
+    for b, sq in enumerate(q_lens):
+        for i in range(sq):
+            visible = context[b] + i + 1  # causal: the indexer picks among the keys up to the query
+            picks = rng.choice(visible, size=min(top_k - 1, visible), replace=False)
+            indices[q0 + i, : len(picks)] = picks
+        q0 += sq
+    mask = vllm_global_mask(indices, q_lens, whole)
+    q = random_tensor(rng, (sum(q_lens), heads, DQK), "torch")
+    whole_k = random_tensor(rng, (sum(whole), heads, DQK), "torch")
+    whole_v = random_tensor(rng, (sum(whole), heads, V), "torch")
+    cu_whole = lengths_to_cu(whole)
+
+    def rows(requests, lengths, starts):
+        index = [cu_whole[b] + s + j for b, n, s in zip(requests, lengths, starts) for j in range(n)]
+        return whole_k[index], whole_v[index]
+
+    backend = adapter.MlaPrefillBackend(heads, scale, 512, 128, 64, 128)
+    backend.prepare_metadata(SimpleNamespace(query_start_loc=torch.tensor(lengths_to_cu(q_lens)),
+                                             q_data_type=torch.float32, query_lens_cpu=torch.tensor(q_lens),
+                                             chunked_context=None))
+    cu_q = torch.tensor(lengths_to_cu(q_lens), dtype=torch.int32)
+    k, v = rows(range(3), q_lens, context)
+    suffix = backend.run_masked_mha(q, k, v, cu_q, cu_q, dense_mask=mask, key_starts=torch.tensor(context),
+                                    causal=True, return_softmax_lse=True)
+    # vLLM's chunks: every request's first 6 context tokens, then request 0's last 4.
+    chunks = [(slice(0, 3), [6, 0, 6], [0, 0, 0]), (slice(0, 1), [4], [6])]
+    context_out = context_lse = None
+    for requests, lengths, starts in chunks:
+        ids = range(3)[requests]
+        token_slice = slice(lengths_to_cu(q_lens)[ids.start], lengths_to_cu(q_lens)[ids.stop])
+        ck, cv = rows(ids, lengths, starts)
+        out, lse = backend.run_masked_mha(
+            q[token_slice], ck, cv, torch.tensor(lengths_to_cu([q_lens[b] for b in ids]), dtype=torch.int32),
+            torch.tensor(lengths_to_cu(lengths), dtype=torch.int32), dense_mask=mask[requests],
+            key_starts=torch.tensor(starts), causal=False, return_softmax_lse=True)
+        if context_out is None:
+            context_out, context_lse = out, lse
+        else:
+            merged, merged_lse = mlaprefill.merge_attn_states(out, lse, context_out[token_slice].contiguous(),
+                                                              context_lse[:, token_slice].contiguous(),
+                                                              return_lse=True)
+            context_out[token_slice], context_lse[:, token_slice] = merged, merged_lse
+    out, lse = mlaprefill.merge_attn_states(context_out, context_lse, *suffix, return_lse=True)
+
+    expected_out = np.zeros((sum(q_lens), heads, V))
+    expected_lse = np.full((heads, sum(q_lens)), -np.inf)
+    q0 = 0
+    for b, sq in enumerate(q_lens):
+        for i in range(sq):
+            picks = [cu_whole[b] + p for p in indices[q0 + i] if p >= 0]
+            keys, values = whole_k[picks].double(), whole_v[picks].double()
+            for h in range(heads):
+                scores = scale * (keys[:, h] @ q[q0 + i, h].double())
+                expected_lse[h, q0 + i] = torch.logsumexp(scores, 0).item()
+                expected_out[q0 + i, h] = (torch.softmax(scores, 0)[:, None] * values[:, h]).sum(0).numpy()
+        q0 += sq
+    assert_close(out, lse, expected_out, expected_lse, "float32")

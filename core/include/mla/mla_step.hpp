@@ -106,6 +106,13 @@ struct MlaStepInputs {
   // then [num_blocks, block_size, record bytes] of float8_e4m3 and
   // cache_scale stays 1.
   CacheFormat cache_format = CacheFormat::plain;
+  // docs/contract.md §12: which keys each query sees beyond causality and
+  // the heads' sinks, over each sequence's whole key range (its context,
+  // then its new tokens), applied as run_prefill_step applies them: the
+  // sinks once, in the last merge. A top-k mask or window needs the plan's
+  // context chunks in order (each sequence's chunk c starting where its
+  // chunk c - 1 ended, as plan_context_chunks makes them). Empty: none.
+  AttentionMask mask = {};
 };
 
 // The scales the FP8 attention mode quantised one attention call's keys and

@@ -42,8 +42,11 @@ void check_topk(const TopkMask& topk, const AttentionPlan& plan, const Queue& qu
     bad_argument(
         fmt::format("{} needs rows >= 0 and words_per_row >= 1; got {} and {}", what, topk.rows, topk.words_per_row));
   }
-  if (topk.row_stride < topk.words_per_row || topk.row_stride % 4 != 0 || topk.batch_stride % 4 != 0 ||
-      topk.batch_stride < 0) {
+  // A stride over an extent of 1 is never used (PyTorch's DLPack export
+  // writes 1 there): only the strides that step are checked.
+  const bool bad_rows = topk.rows > 1 && (topk.row_stride < topk.words_per_row || topk.row_stride % 4 != 0);
+  const bool bad_batches = topk.batch_size > 1 && (topk.batch_stride % 4 != 0 || topk.batch_stride < 0);
+  if (bad_rows || bad_batches) {
     bad_argument(
         fmt::format("{} needs a row stride of at least words_per_row ({}) and both strides in multiples of 4 words "
                     "(16 bytes); got row_stride {} and batch_stride {}",
@@ -119,9 +122,9 @@ void check_attention_mask(const PrefillBackend& backend, const AttentionPlan& pl
   if (mask.empty()) return;
   const std::string caller = who;
   if (!backend.takes_attention_masks()) {
-    raise(ErrorCategory::not_supported,
-          caller + ": " + backend.name() +
-              " takes no top-k masks, windows or sinks yet (docs/contract.md §12); REFERENCE and KOKKOS do");
+    raise(ErrorCategory::not_supported, caller + ": " + backend.name() +
+                                            " takes no top-k masks, windows or sinks yet (docs/contract.md §12); "
+                                            "REFERENCE, KOKKOS, CUDA_FLASH and HIP_FLASH do");
   }
   if (mask.window < 0 || mask.window > std::numeric_limits<std::int32_t>::max()) {
     bad_argument(fmt::format("{}: window must be 0 (none) or a key count from 1 to {}; got {}", caller,

@@ -21,14 +21,15 @@ std::string device_name(DeviceBackend kind, int index) {
 }
 
 // The words of the flash backends' plans at the smallest query tile R: cu_q,
-// then per phase its cu_k and two words per work item. A sequence of s
-// queries has ceil(s / R) <= s / R + 1 items, so a batch has at most
-// Nq / R + B: one bound for host and device metadata of the same step.
+// then per phase its cu_k, two words per work item and two mask positions
+// per sequence. A sequence of s queries has ceil(s / R) <= s / R + 1 items,
+// so a batch has at most Nq / R + B: one bound for host and device metadata
+// of the same step.
 std::size_t words_bound(std::int64_t batch_size, std::int64_t num_q_tokens, std::size_t phases) {
   const auto batch = static_cast<std::size_t>(std::max<std::int64_t>(batch_size, 0));
   const auto tokens = static_cast<std::size_t>(std::max<std::int64_t>(num_q_tokens, 0));
   const std::size_t items = tokens / min_planned_query_tile_rows + batch;
-  return (batch + 1) + phases * ((batch + 1) + 2 * items);
+  return (batch + 1) + phases * ((batch + 1) + 2 * items + 2 * batch);
 }
 
 std::size_t plan_bytes(std::size_t words, std::size_t scratch) { return plan_words_bytes(words) + scratch; }

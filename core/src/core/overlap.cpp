@@ -124,14 +124,12 @@ void check_no_overlap(const TensorView& q, const TensorView& k, const TensorView
 }
 
 void check_no_overlap(const MlaStepInputs& inputs, const MlaStepOutputs& outputs, const Workspace& workspace) {
+  std::vector<Operand> read{
+      {"q", inputs.q},         {"kv_c", inputs.kv_c},           {"k_pe", inputs.k_pe},
+      {"cache", inputs.cache}, {"kv_b_proj", inputs.kv_b_proj}, {"q descale", inputs.q_descale.elements()}};
+  add_mask_operands(read, inputs.mask);
   check_no_overlap("run_mla_prefill",
-                   {{"out", outputs.out}, {"lse", outputs.lse}, {"workspace", workspace.data, workspace.bytes}},
-                   {{"q", inputs.q},
-                    {"kv_c", inputs.kv_c},
-                    {"k_pe", inputs.k_pe},
-                    {"cache", inputs.cache},
-                    {"kv_b_proj", inputs.kv_b_proj},
-                    {"q descale", inputs.q_descale.elements()}});
+                   {{"out", outputs.out}, {"lse", outputs.lse}, {"workspace", workspace.data, workspace.bytes}}, read);
 }
 
 }  // namespace mla::detail

@@ -101,12 +101,11 @@ void run_step(PrefillBackend& backend, Queue& queue, std::int64_t num_q, std::si
                                                std::to_string(work.plan.bytes) + ")");
   }
   const PrefillBackend& stateless = backend;
-  // The mask is checked, and sinks read where the host can, before any call
-  // writes: a bad one found by the last merge would leave the caller's
-  // buffers half written.
+  // The mask is checked, and the sinks read back and checked (on a GPU
+  // queue a synchronising copy of H floats), before any call writes: a bad
+  // one found by the last merge would leave the caller's buffers half written.
   check_attention_mask(backend, plan, queue, mask, buffers.out, buffers.lse, "run_prefill_step");
-  if (mask.has_sinks() && queue.backend() == DeviceBackend::host)
-    read_sinks(queue, mask.sinks, backend.params().num_heads);
+  if (mask.has_sinks()) read_sinks(queue, mask.sinks, backend.params().num_heads);
   stateless.upload_plan(queue, plan, work.plan);
   if (chunks == 0) {
     stateless.run_new_tokens(queue, plan, work.plan, q, k, v, scale, /*return_lse=*/true, result.out, std::nullopt,

@@ -295,6 +295,26 @@ void upload(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan
   if (!plan.slots.empty()) queue.memcpy(w.slots, plan.slots.data(), plan.slots.size() * sizeof(std::int64_t));
 }
 
+// §12's positions run over each sequence's context chunk after chunk: a
+// step with a top-k mask or window needs its chunks in that order.
+void require_ordered_chunks(const MlaStepPlan& plan) {
+  std::vector<std::int64_t> before(static_cast<std::size_t>(plan.batch_size), 0);
+  for (std::size_t c = 0; c < plan.context.chunks.size(); ++c) {
+    const ContextChunk& chunk = plan.context.chunks[c];
+    for (std::size_t b = 0; b < before.size(); ++b) {
+      if (chunk.length(b) > 0 && chunk.starts[b] != before[b]) {
+        raise(ErrorCategory::invalid_argument,
+              "run_mla_prefill: a top-k mask or window needs the context chunks in order (docs/contract.md §12); "
+              "chunk " +
+                  std::to_string(c) + " of sequence " + std::to_string(b) + " starts at context token " +
+                  std::to_string(chunk.starts[b]) + ", not after the " + std::to_string(before[b]) +
+                  " tokens of the chunks before it");
+      }
+      before[b] += chunk.length(b);
+    }
+  }
+}
+
 // The step once its tensors have passed check_mla_step. `uploaded`:
 // upload_mla_prefill already put the plan into the caller's workspace.
 void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan& plan, const MlaStepInputs& inputs,
@@ -318,6 +338,16 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
 
   std::optional<AttentionPlan> made;
   const AttentionPlan& attention = attention_plan(backend, queue, plan, w, "run_mla_prefill", made);
+  // §12: the mask checked, and the sinks read back (on a GPU queue a
+  // synchronising copy of H floats), before anything is written. The
+  // partial calls take it without its sinks; the last merge applies them.
+  const AttentionMask& mask = inputs.mask;
+  if (mask.masks_keys()) require_ordered_chunks(plan);
+  check_attention_mask(backend, attention, queue, mask, outputs.out,
+                       outputs.lse.empty_view() ? std::nullopt : std::optional<TensorView>(outputs.lse),
+                       "run_mla_prefill");
+  if (mask.has_sinks()) read_sinks(queue, mask.sinks, plan.num_heads);
+  const AttentionMask partial_mask = mask.without_sinks();
   if (!uploaded) upload(backend, queue, plan, attention, w);
 
   PhaseClock clock(queue, phases);
@@ -331,7 +361,8 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
   const bool want_lse = !outputs.lse.empty_view();
   if (plan.context.chunks.empty()) {
     backend.run_new_tokens(queue, attention, w.attention, inputs.q, fresh.k, fresh.v, scale, want_lse, outputs.out,
-                           out_scale, want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt, fresh.descales);
+                           out_scale, want_lse ? std::optional<TensorView>(outputs.lse) : std::nullopt, fresh.descales,
+                           mask);
     clock.done(&MlaStepPhases::attention_ms);
     clock.finish();
     return;
@@ -340,7 +371,7 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
   // The running result moves between two partials; the last merge writes
   // the caller's out and lse.
   backend.run_new_tokens(queue, attention, w.attention, inputs.q, fresh.k, fresh.v, scale, true, w.first.out,
-                         std::nullopt, w.first.lse, fresh.descales);
+                         std::nullopt, w.first.lse, fresh.descales, partial_mask);
   clock.done(&MlaStepPhases::attention_ms);
   const Partial* running = &w.first;
   const Partial* spare = &w.second;
@@ -356,7 +387,7 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
     fill(backend, queue, w, cached, inputs.kv_b_proj, clock);
     const AttentionOperands context = attention_operands(backend, queue, plan, w, tokens, c + 1, inputs, outputs);
     backend.run_context_chunk(queue, attention, w.attention, static_cast<int>(c), inputs.q, context.k, context.v, scale,
-                              w.prefix.out, w.prefix.lse, context.descales);
+                              w.prefix.out, w.prefix.lse, context.descales, partial_mask);
     clock.done(&MlaStepPhases::attention_ms);
     const bool last = c + 1 == plan.num_chunks();
     MergeArgs merge;
@@ -366,7 +397,10 @@ void run_checked(const PrefillBackend& backend, Queue& queue, const MlaStepPlan&
     merge.suffix_lse = running->lse;
     merge.out = last ? outputs.out : spare->out;
     merge.out_lse = last ? outputs.lse : spare->lse;
-    if (last) merge.out_scale = out_scale;
+    if (last) {
+      merge.out_scale = out_scale;
+      merge.sinks = mask.sinks;
+    }
     backend.merge_attn_states(queue, merge);
     clock.done(&MlaStepPhases::merge_ms);
     std::swap(running, spare);

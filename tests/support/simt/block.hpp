@@ -95,6 +95,8 @@ struct Thread {
   std::uint64_t spin_activity = 0;
   std::map<std::uint32_t, std::int64_t> observed;  // mbarrier -> last completed phase seen
   std::uint64_t sync_serial = 0;                   // block serial of the last barrier that released it
+  bool vote = false;                               // this thread's __syncthreads_or predicate
+  bool vote_result = false;                        // the OR its last barrier released it with
   bool wgmma_fenced = false;
   std::vector<PendingAccumulator> wgmma_open;
   std::deque<std::vector<PendingAccumulator>> wgmma_committed;

@@ -26,6 +26,8 @@
 #define blockDim (::mla::simt::block_dim())
 #define gridDim (::mla::simt::grid_dim())
 #define __syncthreads() ::mla::simt::sync_threads(::mla::simt::Site{__FILE__, __LINE__})
+#define __syncthreads_or(predicate) \
+  ::mla::simt::sync_threads_or(static_cast<int>(predicate), ::mla::simt::Site{__FILE__, __LINE__})
 
 inline float __shfl_xor_sync(unsigned member_mask, float value, int lane_mask, int width = 32,
                              const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {

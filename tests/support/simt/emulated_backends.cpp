@@ -75,14 +75,31 @@ void hip_project(Queue&, const TensorView& latents, const TensorView& kv_b_proj,
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor cuda_vendor{
-    "CUDA_FLASH (emulated)", DeviceBackend::host, cuda_choice, cuda_launch, merge, gather, cuda_project, nullptr, true,
+    "CUDA_FLASH (emulated)",
+    DeviceBackend::host,
+    cuda_choice,
+    cuda_launch,
+    merge,
+    gather,
+    cuda_project,
+    nullptr,
+    true,
     quantise_e4m3_emulated,
+    true,
 };
 template <AmdTarget Target>
 constexpr gpu::FlashVendor hip_vendor(const char* name) {
-  return {
-      name, DeviceBackend::host,   hip_choice<Target>, hip_launch<Target>, merge, gather, hip_project<Target>, nullptr,
-      true, quantise_e4m3_emulated};
+  return {name,
+          DeviceBackend::host,
+          hip_choice<Target>,
+          hip_launch<Target>,
+          merge,
+          gather,
+          hip_project<Target>,
+          nullptr,
+          true,
+          quantise_e4m3_emulated,
+          true};
 }
 constexpr gpu::FlashVendor hip_gfx90a_vendor = hip_vendor<AmdTarget::gfx90a>("HIP_FLASH (emulated gfx90a)");
 constexpr gpu::FlashVendor hip_gfx908_vendor = hip_vendor<AmdTarget::gfx908>("HIP_FLASH (emulated gfx908)");

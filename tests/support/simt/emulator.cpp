@@ -133,9 +133,14 @@ void resolve_stall(Block& block) {
   ++block.epoch;
   ++block.serial;
   ++block.activity;
+  // __syncthreads_or: every thread leaves with the OR of the block's votes
+  // (a plain __syncthreads votes 0).
+  bool any_vote = false;
+  for (const Thread& t : block.threads) any_vote = any_vote || t.vote;
   for (Thread& t : block.threads) {
     t.wait = Wait::ready;
     t.sync_serial = block.serial;
+    t.vote_result = any_vote;
   }
 }
 
@@ -344,7 +349,18 @@ void sync_threads(Site site) {
   t.wait = Wait::barrier;
   t.site = site;
   t.op = "__syncthreads";
+  t.vote = false;
   yield(t);
+}
+
+int sync_threads_or(int predicate, Site site) {
+  Thread& t = *current_thread;
+  t.wait = Wait::barrier;
+  t.site = site;
+  t.op = "__syncthreads_or";
+  t.vote = predicate != 0;
+  yield(t);
+  return t.vote_result ? 1 : 0;
 }
 
 // ---- Warp collectives ----

@@ -124,6 +124,9 @@ const Dim3& grid_dim();
 int warp_size();
 
 void sync_threads(Site site);
+// __syncthreads_or: a barrier that returns nonzero when any thread of the
+// block passed a nonzero predicate.
+int sync_threads_or(int predicate, Site site);
 
 // Dynamic shared memory: the 32-bit shared address of `ptr`, which must be the
 // kernel's extern __shared__ array (its first byte).

@@ -35,6 +35,8 @@
 #define blockDim (::mla::simt::block_dim())
 #define gridDim (::mla::simt::grid_dim())
 #define __syncthreads() ::mla::simt::sync_threads(::mla::simt::Site{__FILE__, __LINE__})
+#define __syncthreads_or(predicate) \
+  ::mla::simt::sync_threads_or(static_cast<int>(predicate), ::mla::simt::Site{__FILE__, __LINE__})
 
 // Bounds of the section, from the linker (it defines them for every section
 // whose name is a C identifier). Hidden: a shared object sees its own.

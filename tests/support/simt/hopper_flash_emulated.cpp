@@ -135,8 +135,17 @@ void project(Queue&, const TensorView& latents, const TensorView& kv_b_proj, con
 
 // The emulated device is the host: its queue is the host queue, its memory host memory.
 constexpr gpu::FlashVendor hopper_vendor{
-    "HOPPER_FLASH (emulated)", DeviceBackend::host, hopper_choice, hopper_launch, merge, gather, project, nullptr, true,
+    "HOPPER_FLASH (emulated)",
+    DeviceBackend::host,
+    hopper_choice,
+    hopper_launch,
+    merge,
+    gather,
+    project,
+    nullptr,
+    true,
     quantise_e4m3_emulated,
+    false,
 };
 
 }  // namespace
