@@ -189,6 +189,38 @@ TEST_P(MaskConformance, SinksJoinTheDenominatorOnly) {
   EXPECT_TRUE(new_tokens_match(mask_q_lens, mask_k_lens, sparse, 33, head_sinks(heads())));
 }
 
+// One call whose plan cuts its keys into split-KV ranges (the GPU backends
+// with MLA_KV_SPLITS=3; the others ignore it): every range skips what its
+// mask hides, the ranges' partials hold no sink and their merge applies it
+// once, so the call equals REFERENCE's.
+TEST_P(MaskConformance, SplitKeyRangesApplyTheSinkOnce) {
+  const test::ScopedEnv splits("MLA_KV_SPLITS", "3");
+  const PrefillMetadata meta = PrefillMetadata::from_lengths(mask_q_lens, mask_k_lens);
+  const Operands ops = random_operands(meta.num_q_tokens(), meta.num_k_tokens());
+  const DrawnMask drawn = draw(mask_q_lens, mask_k_lens, [this](std::size_t b, std::int64_t, std::int64_t p) {
+    return b == 4 ? p >= 64 && coin(0.4) : coin(0.4);
+  });
+  const std::vector<float> sink_values = head_sinks(heads());
+  const Sinks sinks = sinks_of(sink_values);
+  PlanOptions options;
+  options.split_keys = true;
+  const AttentionPlan plan = backend_->plan(queue_, meta, options);
+  UsmBuffer workspace = UsmBuffer::device(queue_, std::max<std::size_t>(plan.workspace_bytes, 64));
+  const Workspace memory{workspace.get(), workspace.bytes()};
+  backend_->upload_plan(queue_, plan, memory);
+  for (const std::int64_t window : {std::int64_t{0}, std::int64_t{50}}) {
+    const AttentionMask mask{drawn.queue_view, window, sinks.device.view};
+    const AttentionResult result =
+        backend_->run_new_tokens(queue_, plan, memory, ops.dq.view, ops.dk.view, ops.dv.view, scale_, true,
+                                 std::nullopt, std::nullopt, std::nullopt, std::nullopt, mask);
+    reference_->prepare(host_, meta);
+    const AttentionResult ref = reference_->run_new_tokens(host_, ops.q.view(), ops.k.view(), ops.v.view(), scale_,
+                                                           true, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+                                                           AttentionMask{drawn.host_view, window, sinks.host.view()});
+    EXPECT_TRUE(matches(result, ref)) << "window " << window;
+  }
+}
+
 // An index list that names every position (k past the visible keys, -1
 // slots among them) is no mask at all: the result equals the unmasked one.
 TEST_P(MaskConformance, IndexListLongerThanTheKeys) {

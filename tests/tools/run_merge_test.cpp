@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "tool_test_support.hpp"
@@ -95,6 +96,65 @@ TEST(ToolRun, ExplicitReferenceReproducesTheLibraryBitForBit) {
   // Query 0 of sequence 0 sees no key: LSE -inf, output zeros.
   EXPECT_EQ(lse_values[0], -inf);
   EXPECT_EQ(out.to_floats("out")[0], 0.0f);
+}
+
+// docs/contract.md §12 from the command line: per-query key positions (-1
+// slots, one query with none), a window and sinks give what the library
+// gives with the mask HostTopkMask::from_indices builds.
+TEST(ToolRun, TopkIndicesWindowAndSinksMatchTheLibrary) {
+  TempDir dir;
+  RunCase problem;
+  problem.q_lens = {5, 9};
+  problem.k_lens = {5, 12};
+  problem.write(dir, NpyType::float32, NpyType::int32);
+  const std::int64_t k = 4;
+  std::vector<std::int32_t> indices;
+  for (std::int64_t t = 0; t < problem.nq(); ++t) {
+    const bool none = t == 2;  // a query that sees no key: output 0, LSE -inf
+    for (std::int64_t j = 0; j < k; ++j)
+      indices.push_back(none || j == 3 ? -1 : static_cast<std::int32_t>((t * 7 + j * 3) % 5));
+  }
+  NpyArray index_file;
+  index_file.type = NpyType::int32;
+  index_file.shape = {problem.nq(), k};
+  index_file.data.resize(indices.size() * sizeof(std::int32_t));
+  std::memcpy(index_file.data.data(), indices.data(), index_file.data.size());
+  write_npy(dir.path("topk.npy"), index_file);
+  const std::vector<float> sinks{0.5f, -inf, 2.0f};
+  write_floats(dir.path("sinks.npy"), {3}, sinks);
+  const float scale = 0.25f;
+
+  const ToolResult result =
+      run_tool(problem.args(dir) + std::vector<std::string>{"--backend", "REFERENCE", "--causal", "--dtype", "fp32",
+                                                            "--dims", "16,8,24", "--scale", "0.25", "--lse",
+                                                            dir.path("lse.npy"), "--topk-indices", dir.path("topk.npy"),
+                                                            "--window", "3", "--sinks", dir.path("sinks.npy")});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("top-k mask, window 3, sinks"), std::string::npos) << result.out;
+
+  const PrefillMetadata metadata = PrefillMetadata::from_lengths(problem.q_lens, problem.k_lens);
+  const HostTopkMask bits = HostTopkMask::from_indices(metadata, indices.data(), k, k);
+  AttentionMask mask;
+  mask.topk = bits.view();
+  mask.window = 3;
+  Queue host = Queue::host();
+  const OwnedTensor sink_tensor = OwnedTensor::host(host, DType::float32, {3});
+  std::memcpy(sink_tensor.view.data, sinks.data(), sinks.size() * sizeof(float));
+  mask.sinks = sink_tensor.view;
+  const Attention expected = reference_attention(problem.q, problem.k, problem.v, problem.heads, problem.dims,
+                                                 problem.q_lens, problem.k_lens, true, scale, DType::float32, mask);
+  EXPECT_EQ(read_npy(dir.path("out.npy")).to_floats("out"), expected.out);
+  const std::vector<float> lse = read_npy(dir.path("lse.npy")).to_floats("lse");
+  EXPECT_EQ(lse, expected.lse);
+  EXPECT_EQ(lse[2], -inf);
+  // An index past a sequence's keys is refused, naming the token.
+  indices[0] = 5;
+  std::memcpy(index_file.data.data(), indices.data(), index_file.data.size());
+  write_npy(dir.path("topk.npy"), index_file);
+  const ToolResult bad = run_tool(problem.args(dir) + std::vector<std::string>{"--scale", "0.25", "--causal",
+                                                                               "--topk-indices", dir.path("topk.npy")});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.err.find("token 0"), std::string::npos) << bad.err;
 }
 
 TEST(ToolRun, AutoSelectionWithFloat16FilesAndInt64CuSeqlensMatchesReference) {

@@ -161,7 +161,8 @@ std::vector<std::int64_t> cumulative(const std::vector<int>& lengths) {
 
 Attention reference_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                               int heads, const MlaDims& dims, const std::vector<int>& q_lens,
-                              const std::vector<int>& k_lens, bool causal, float scale, DType dtype) {
+                              const std::vector<int>& k_lens, bool causal, float scale, DType dtype,
+                              const AttentionMask& mask) {
   Queue queue = Queue::host();
   BackendParams params;
   params.num_heads = heads;
@@ -175,7 +176,8 @@ Attention reference_attention(const std::vector<float>& q, const std::vector<flo
   const OwnedTensor kt = host_tensor(queue, k, dtype, {nk, heads, dims.qk_head_dim()});
   const OwnedTensor vt = host_tensor(queue, v, dtype, {nk, heads, dims.v_head_dim});
   backend->prepare(queue, metadata);
-  const AttentionResult result = backend->run_new_tokens(queue, qt.view, kt.view, vt.view, scale, true);
+  const AttentionResult result = backend->run_new_tokens(queue, qt.view, kt.view, vt.view, scale, true, std::nullopt,
+                                                         std::nullopt, std::nullopt, std::nullopt, mask);
   queue.wait();
   return {to_floats(result.out), to_floats(result.lse)};
 }

@@ -64,7 +64,8 @@ struct Attention {
 // the command must reproduce. Inputs are rounded to `dtype` as the command does.
 Attention reference_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                               int heads, const MlaDims& dims, const std::vector<int>& q_lens,
-                              const std::vector<int>& k_lens, bool causal, float scale, DType dtype);
+                              const std::vector<int>& k_lens, bool causal, float scale, DType dtype,
+                              const AttentionMask& mask = {});
 
 // REFERENCE merge_attn_states on float32 states.
 Attention reference_merge(const std::vector<float>& prefix_out, const std::vector<float>& prefix_lse,
