@@ -116,9 +116,8 @@ int run_masked_bench(const BenchOptions& options) {
   PrefillBackend& backend = *chosen.backend;
   Queue& queue = chosen.queue;
   if (!backend.takes_attention_masks()) {
-    raise(ErrorCategory::not_supported, backend.name() +
-                                            " takes no top-k masks or windows yet (docs/contract.md §12); REFERENCE, "
-                                            "KOKKOS, CUDA_FLASH and HIP_FLASH do");
+    raise(ErrorCategory::not_supported,
+          backend.name() + " takes no top-k masks or windows yet (docs/contract.md §12); every built-in backend does");
   }
 
   const PrefillMetadata metadata = PrefillMetadata::from_lengths(problem.new_lengths, problem.new_lengths);

@@ -23,18 +23,26 @@
 namespace mla::hopper_flash {
 namespace {
 
-template <class T, int HeadDimQk, int HeadDimV>
+template <class T, int HeadDimQk, int HeadDimV, bool KeyMask>
 void launch_causal_or_not(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
   if (params.e4m3_inputs) {
     if (params.causal)
-      return launch_hopper_forward<T, HeadDimQk, HeadDimV, true, __nv_fp8_e4m3>(params, stream, device);
-    return launch_hopper_forward<T, HeadDimQk, HeadDimV, false, __nv_fp8_e4m3>(params, stream, device);
+      return launch_hopper_forward<T, HeadDimQk, HeadDimV, true, __nv_fp8_e4m3, KeyMask>(params, stream, device);
+    return launch_hopper_forward<T, HeadDimQk, HeadDimV, false, __nv_fp8_e4m3, KeyMask>(params, stream, device);
   }
   if (params.causal) {
-    launch_hopper_forward<T, HeadDimQk, HeadDimV, true>(params, stream, device);
+    launch_hopper_forward<T, HeadDimQk, HeadDimV, true, T, KeyMask>(params, stream, device);
   } else {
-    launch_hopper_forward<T, HeadDimQk, HeadDimV, false>(params, stream, device);
+    launch_hopper_forward<T, HeadDimQk, HeadDimV, false, T, KeyMask>(params, stream, device);
   }
+}
+
+// docs/contract.md §12: a launch with a top-k mask or window runs the
+// instantiations that read it.
+template <class T, int HeadDimQk, int HeadDimV>
+void launch_masked_or_not(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
+  if (params.mask.masks_keys()) return launch_causal_or_not<T, HeadDimQk, HeadDimV, true>(params, stream, device);
+  launch_causal_or_not<T, HeadDimQk, HeadDimV, false>(params, stream, device);
 }
 
 // T: the output type (and the inputs', unless params.e4m3_inputs).
@@ -43,7 +51,7 @@ void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v,
                      const LaunchDevice& device) {
 #define MLA_FLASH_SHAPE(nope, rope, v)                     \
   if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
-    return launch_causal_or_not<T, (nope) + (rope), (v)>(params, stream, device);
+    return launch_masked_or_not<T, (nope) + (rope), (v)>(params, stream, device);
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
   raise(ErrorCategory::internal, "HOPPER_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +
@@ -133,7 +141,7 @@ constexpr gpu::FlashVendor hopper_vendor{
     cuda_flash::make_projector,
     true,
     cuda::quantise_e4m3,
-    false,  // masks: not in the sm_90 kernel yet
+    true,
 };
 
 }  // namespace

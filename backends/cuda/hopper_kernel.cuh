@@ -95,7 +95,9 @@ __device__ inline TileAssignment assign(int t, int num_work, int group, int spli
 // One query tile of one head (and one key range of it under split-KV), as
 // both roles see it (they must agree on every bound, or the barrier phases
 // drift apart). The key tiles run from last_tile down, key_tiles of them,
-// the first masked_tiles of those with the mask.
+// the first masked_tiles of those with the mask. With docs/contract.md §12's
+// key mask the range starts at the window's first tile and every tile is
+// masked (the top-k bits hide keys inside any tile; no tile is skipped).
 struct TileBounds {
   bool empty = true;  // past the end of its sequence: no loads, no output
   int q_start = 0;
@@ -107,12 +109,14 @@ struct TileBounds {
   int last_tile = -1;
   int masked_tiles = 0;
   int vt_start = 0;  // e4m3: the sequence's first column of the transposed V (hopper_config.hpp)
+  int seq = 0;
 };
 
 template <bool Causal>
 __device__ inline TileBounds bounds(const FlashParams& p, int work, int split, int block_cols) {
   TileBounds b;
   const gpu::WorkItem item = gpu::work_item(p.work, p.tiles_per_seq, work);
+  b.seq = item.seq;
   b.q_start = p.cu_seqlens_q[item.seq];
   b.seqlen_q = p.cu_seqlens_q[item.seq + 1] - b.q_start;
   b.row0 = item.q_tile * block_rows;
@@ -123,12 +127,14 @@ __device__ inline TileBounds bounds(const FlashParams& p, int work, int split, i
   b.vt_start = static_cast<int>(vt_start(b.k_start, item.seq));
   const gpu::TileShape tile{block_rows, block_cols};
   const int unmasked = gpu::unmasked_key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
-  const gpu::KeyTileRange range =
-      gpu::split_key_tiles(gpu::key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile), split, p.num_splits);
+  const int all_tiles = gpu::key_tiles(item.q_tile, b.seqlen_q, b.seqlen_k, Causal, tile);
+  const int window_tile = gpu::sequence_mask(p.mask, item.seq).first_key_tile(b.row0, all_tiles, block_cols);
+  const gpu::KeyTileRange range = gpu::split_key_tiles(all_tiles - window_tile, split, p.num_splits);
   b.key_tiles = range.end - range.begin;
-  b.last_tile = range.end - 1;
-  const int masked = range.end - (range.begin > unmasked ? range.begin : unmasked);
-  b.masked_tiles = masked > 0 ? masked : 0;
+  b.last_tile = window_tile + range.end - 1;
+  const int masked =
+      window_tile + range.end - (window_tile + range.begin > unmasked ? window_tile + range.begin : unmasked);
+  b.masked_tiles = p.mask.masks_keys() ? b.key_tiles : (masked > 0 ? masked : 0);
   return b;
 }
 
@@ -235,16 +241,43 @@ __device__ inline void pv_gemm_e4m3(float (&o)[HeadDimV / 2], const std::uint32_
 // tiles are unmasked. Returns through `rescale` the factor O must be
 // multiplied by before this tile's P V adds to it. P comes out 2^POffset
 // larger (e4m3's headroom; the row sum carries it too).
-template <bool Masked, int BlockCols, int POffset = 0>
+
+template <bool Masked, int BlockCols, int POffset = 0, bool KeyMask = false>
 __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max)[2], float (&row_sum)[2],
                                       float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],
-                                      int quad_col) {
+                                      int quad_col, const FlashParams& p, const TileBounds& b, int thread_row) {
   float tile_max[2];
   if constexpr (Masked) {
+    if constexpr (KeyMask) {
+      // §12: the keys each row sees, 32 at a time (causality included):
+      // word w covers s[16 w .. 16 w + 15]. The mask is read from the
+      // kernel's parameters when a tile needs it, and only the KeyMask
+      // instantiations have this code: its registers would make the others
+      // spill.
+      const gpu::SequenceMask mask = gpu::sequence_mask(p.mask, b.seq);
+      // One row and one word at a time: the fewest registers live next to S
+      // and O (more spill in this kernel).
 #pragma unroll
-    for (int j = 0; j < BlockCols / 2; ++j) {
-      const int key = kt * BlockCols + (j / 4) * 8 + quad_col + (j % 2);
-      s[j] = key >= key_end[(j / 2) % 2] ? -INFINITY : s[j] * scale_log2;
+      for (int r = 0; r < 2; ++r) {
+        const int row = b.row0 + thread_row + 8 * r;
+        const gpu::RowMask row_mask = mask.row_mask(row);
+#pragma unroll
+        for (int w = 0; w < (BlockCols + 31) / 32; ++w) {
+          const std::uint32_t seen = row < b.seqlen_q ? row_mask.seen(kt * BlockCols + 32 * w, key_end[r]) : 0u;
+#pragma unroll
+          for (int j = 16 * w; j < 16 * w + 16 && j < BlockCols / 2; ++j) {
+            if ((j / 2) % 2 != r) continue;
+            const int bit = ((j / 4) * 8 + quad_col + (j % 2)) % 32;
+            s[j] = ((seen >> bit) & 1u) == 0 ? -INFINITY : s[j] * scale_log2;
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < BlockCols / 2; ++j) {
+        const int key = kt * BlockCols + (j / 4) * 8 + quad_col + (j % 2);
+        s[j] = key >= key_end[(j / 2) % 2] ? -INFINITY : s[j] * scale_log2;
+      }
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -390,7 +423,8 @@ __device__ inline void store_o_staged(const float (&o)[HeadDimV / 2], const floa
 
 // T: the output type, and the inputs' unless In is __nv_fp8_e4m3 (then
 // v_map describes the launch's transposed copy of V; hopper_config.hpp).
-template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In = T>
+// KeyMask: the launch has docs/contract.md §12's top-k mask or window.
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In = T, bool KeyMask = false>
 __global__ void __launch_bounds__(block_threads, 1)
     hopper_flash_kernel(const FlashParams p, const HopperSchedule schedule,
                         const __grid_constant__ sm90::TensorMap q_map, const __grid_constant__ sm90::TensorMap k_map,
@@ -620,11 +654,11 @@ __global__ void __launch_bounds__(block_threads, 1)
         }
       };
       if (masked_tiles > 0) {
-        detail::online_softmax<true, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, b.last_tile,
-                                                           key_end, quad_col);
+        detail::online_softmax<true, block_cols, p_offset, KeyMask>(s, row_max, row_sum, rescale, scale_log2,
+                                                                    b.last_tile, key_end, quad_col, p, b, thread_row);
       } else {
-        detail::online_softmax<false, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2, b.last_tile,
-                                                            key_end, quad_col);
+        detail::online_softmax<false, block_cols, p_offset, KeyMask>(s, row_max, row_sum, rescale, scale_log2,
+                                                                     b.last_tile, key_end, quad_col, p, b, thread_row);
       }
       pack_frag();
       ++it;
@@ -642,8 +676,8 @@ __global__ void __launch_bounds__(block_threads, 1)
         sm90::wgmma_fence_operand(s);
         // The wgmmas that read K_i have completed: the producer may refill its slot.
         sm90::mbarrier_arrive(k_empty(stage));
-        detail::online_softmax<decltype(masked)::value, block_cols, p_offset>(s, row_max, row_sum, rescale, scale_log2,
-                                                                              b.last_tile - i, key_end, quad_col);
+        detail::online_softmax<decltype(masked)::value, block_cols, p_offset, KeyMask>(
+            s, row_max, row_sum, rescale, scale_log2, b.last_tile - i, key_end, quad_col, p, b, thread_row);
         sm90::wgmma_wait_group<0>();
         sm90::wgmma_fence_operand(o);
         // The wgmmas that read V_{i-1} have completed: the producer may refill its slot.
@@ -675,12 +709,15 @@ __global__ void __launch_bounds__(block_threads, 1)
     q_phase ^= 1u;
 
     // Epilogue: full row sums, 1/sum, natural-log LSE; rows without keys get 0 and -inf.
+    // §12: the head's sink joins each row's divisor (P's 2^p_offset too),
+    // not its LSE; a split's partials leave it to the merge.
+    const float sink = gpu::sink_log2(p.mask, a.head, p.num_splits > 1) + static_cast<float>(p_offset);
     float factor[2];
     float lse[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = cuda_flash::sm80::quad_sum(row_sum[r]);
-      factor[r] = gpu::output_factor(sum) * v_descale;
+      factor[r] = gpu::output_factor(sum, row_max[r], sink) * v_descale;
       lse[r] = gpu::natural_lse(row_max[r], p_offset == 0 ? sum : sum * (1.0f / (1 << p_offset)));
     }
     // With the TMA-store epilogue, O goes through the staging panel: by TMA

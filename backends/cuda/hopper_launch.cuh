@@ -83,7 +83,9 @@ void transpose_v(const FlashParams& params, gpu::Stream stream, void* vt, const 
                         std::to_string(grid.heads) + " heads");
 }
 
-template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In = T>
+// KeyMask: the launch has docs/contract.md §12's top-k mask or window
+// (params.mask.masks_keys()), which only those instantiations read.
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In = T, bool KeyMask = false>
 void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const LaunchDevice& device) {
   constexpr DType dtype = cuda_flash::element_dtype<T>;
   constexpr bool e4m3 = sizeof(In) == 1;
@@ -105,7 +107,7 @@ void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const 
                                             " bytes of shared memory per block; the device allows " +
                                             std::to_string(device.shared_limit));
   }
-  auto* kernel = &hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal, In>;
+  auto* kernel = &hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal, In, KeyMask>;
   gpu::set_max_dynamic_shared_memory(kernel, static_cast<int>(launch.shared_bytes), launch.kernel);
   // The tile counter: this launch's own, so launches on other streams never
   // share one; stream-ordered, so it costs no synchronization.
@@ -120,10 +122,15 @@ void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const 
 
 // --- The compiled instantiations, declared for the dispatch ---
 
-#define MLA_HOPPER_DECLARE(T, QK, V, In)                                                          \
-  extern template void launch_hopper_forward<T, QK, V, true, In>(const FlashParams&, gpu::Stream, \
-                                                                 const LaunchDevice&);            \
-  extern template void launch_hopper_forward<T, QK, V, false, In>(const FlashParams&, gpu::Stream, const LaunchDevice&);
+#define MLA_HOPPER_DECLARE(T, QK, V, In)                                                                  \
+  extern template void launch_hopper_forward<T, QK, V, true, In, false>(const FlashParams&, gpu::Stream,  \
+                                                                        const LaunchDevice&);             \
+  extern template void launch_hopper_forward<T, QK, V, false, In, false>(const FlashParams&, gpu::Stream, \
+                                                                         const LaunchDevice&);            \
+  extern template void launch_hopper_forward<T, QK, V, true, In, true>(const FlashParams&, gpu::Stream,   \
+                                                                       const LaunchDevice&);              \
+  extern template void launch_hopper_forward<T, QK, V, false, In, true>(const FlashParams&, gpu::Stream,  \
+                                                                        const LaunchDevice&);
 #define MLA_FLASH_SHAPE(nope, rope, v)                                   \
   MLA_HOPPER_DECLARE(__nv_bfloat16, (nope) + (rope), (v), __nv_bfloat16) \
   MLA_HOPPER_DECLARE(__half, (nope) + (rope), (v), __half)               \
@@ -135,14 +142,18 @@ void launch_hopper_forward(const FlashParams& params, gpu::Stream stream, const 
 
 // The explicit instantiations of the pair a generated hopper_dqk<QK>_dv<V>.cu
 // names (cmake/MlaFlashShapes.cmake): bf16 and fp16 inputs, and e4m3 inputs
-// with a bf16 or fp16 output, causal or not.
+// with a bf16 or fp16 output, causal or not, with a key mask or not.
 #if defined(MLA_FLASH_QK) && defined(MLA_FLASH_V)
 
-#define MLA_HOPPER_INSTANTIATE(T, In)                                                                           \
-  template void launch_hopper_forward<T, MLA_FLASH_QK, MLA_FLASH_V, true, In>(const FlashParams&, gpu::Stream,  \
-                                                                              const LaunchDevice&);             \
-  template void launch_hopper_forward<T, MLA_FLASH_QK, MLA_FLASH_V, false, In>(const FlashParams&, gpu::Stream, \
-                                                                               const LaunchDevice&);
+#define MLA_HOPPER_INSTANTIATE(T, In)                                                                                  \
+  template void launch_hopper_forward<T, MLA_FLASH_QK, MLA_FLASH_V, true, In, false>(const FlashParams&, gpu::Stream,  \
+                                                                                     const LaunchDevice&);             \
+  template void launch_hopper_forward<T, MLA_FLASH_QK, MLA_FLASH_V, false, In, false>(const FlashParams&, gpu::Stream, \
+                                                                                      const LaunchDevice&);            \
+  template void launch_hopper_forward<T, MLA_FLASH_QK, MLA_FLASH_V, true, In, true>(const FlashParams&, gpu::Stream,   \
+                                                                                    const LaunchDevice&);              \
+  template void launch_hopper_forward<T, MLA_FLASH_QK, MLA_FLASH_V, false, In, true>(const FlashParams&, gpu::Stream,  \
+                                                                                     const LaunchDevice&);
 MLA_HOPPER_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
 MLA_HOPPER_INSTANTIATE(__half, __half)
 MLA_HOPPER_INSTANTIATE(__nv_bfloat16, __nv_fp8_e4m3)

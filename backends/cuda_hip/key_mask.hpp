@@ -4,6 +4,7 @@
 // the host unit tests run the same code.
 #pragma once
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -33,6 +34,33 @@ struct KernelMask {
   MLA_HOST_DEVICE bool masks_keys() const { return words != nullptr || window != 0; }
 };
 
+// One query row's part of the mask, in 32-bit positions (the plan's words
+// hold them so): what a thread keeps while it masks a tile.
+struct RowMask {
+  const std::uint32_t* words = nullptr;  // the row's words; null: no top-k bits
+  int key_position = 0;                  // position of the call's key 0
+  int first = 0;                         // the first of the call's keys the window lets the row see
+
+  // Which of the call's keys [key0, key0 + 32) the row sees, bit t for key0
+  // + t: those below `key_end` (its causal end, at most the call's keys),
+  // from `first` on, whose top-k bits are set. Reads no word outside those
+  // keys' positions.
+  MLA_HOST_DEVICE std::uint32_t seen(int key0, int key_end) const {
+    const int begin = first > key0 ? first : key0;
+    const int end = key_end < key0 + 32 ? key_end : key0 + 32;
+    if (begin >= end) return 0;
+    const int count = end - begin;
+    const int offset = begin - key0;
+    const std::uint32_t ones = count == 32 ? ~0u : (1u << count) - 1u;
+    if (words == nullptr) return ones << offset;
+    const int position = key_position + begin;
+    const int shift = position & 31;
+    std::uint32_t value = words[position >> 5] >> shift;
+    if (shift != 0 && shift + count > 32) value |= words[(position >> 5) + 1] << (32 - shift);
+    return (value & ones) << offset;
+  }
+};
+
 // One sequence's part of the mask, as a block reads it.
 struct SequenceMask {
   const std::uint32_t* words = nullptr;  // the sequence's row 0; null: no top-k bits
@@ -56,33 +84,18 @@ struct SequenceMask {
     return tile < tiles ? static_cast<int>(tile) : tiles;
   }
 
-  // The top-k bits of query `row` for the call's keys [key, key + count),
-  // 1 <= count <= 32, bit t standing for key + t; reads no word outside
-  // those keys' positions.
-  MLA_HOST_DEVICE std::uint32_t bits(int row, std::int64_t key, int count) const {
-    const std::uint32_t* r = words + static_cast<std::int64_t>(row) * row_stride;
-    const std::int64_t position = key_position + key;
-    const std::int64_t word = position >> 5;
-    const int shift = static_cast<int>(position & 31);
-    std::uint32_t value = r[word] >> shift;
-    if (shift != 0 && shift + count > 32) value |= r[word + 1] << (32 - shift);
-    return count < 32 ? value & ((1u << count) - 1u) : value;
+  // Query `row`'s part (key positions fit 32 bits: the plan's words hold them).
+  MLA_HOST_DEVICE RowMask row_mask(int row) const {
+    RowMask r;
+    if (words != nullptr) r.words = words + static_cast<std::int64_t>(row) * row_stride;
+    r.key_position = static_cast<int>(key_position);
+    const std::int64_t first = first_key(row);
+    r.first = first > INT32_MAX ? INT32_MAX : static_cast<int>(first);
+    return r;
   }
 
-  // Which of the call's keys [key0, key0 + 32) query `row` sees, bit t for
-  // key0 + t: those below `key_end` (its causal end, at most the call's
-  // keys), from its window's first key on, whose top-k bits are set.
-  MLA_HOST_DEVICE std::uint32_t seen(int row, std::int64_t key0, std::int64_t key_end) const {
-    const std::int64_t first = first_key(row);
-    const std::int64_t begin = first > key0 ? first : key0;
-    const std::int64_t end = key_end < key0 + 32 ? key_end : key0 + 32;
-    if (begin >= end) return 0;
-    const int count = static_cast<int>(end - begin);
-    const int offset = static_cast<int>(begin - key0);
-    const std::uint32_t range = (count == 32 ? ~0u : (1u << count) - 1u) << offset;
-    if (words == nullptr) return range;
-    return bits(row, begin, count) << offset;
-  }
+  // Which of the call's keys [key0, key0 + 32) query `row` sees (RowMask::seen).
+  MLA_HOST_DEVICE std::uint32_t seen(int row, int key0, int key_end) const { return row_mask(row).seen(key0, key_end); }
 };
 
 MLA_HOST_DEVICE inline SequenceMask sequence_mask(const KernelMask& mask, int seq) {

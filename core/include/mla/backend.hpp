@@ -451,8 +451,8 @@ class PrefillBackend {
   virtual void merge_attn_states(Queue& queue, const MergeArgs& args) const = 0;
 
   // Whether the attention calls take a non-empty AttentionMask and the merge
-  // sinks (docs/contract.md §12): REFERENCE, KOKKOS, CUDA_FLASH and HIP_FLASH
-  // today. The others refuse them with Error(not_supported) and write nothing.
+  // sinks (docs/contract.md §12): every built-in backend today. The others
+  // (plugins) refuse them with Error(not_supported) and write nothing.
   virtual bool takes_attention_masks() const { return false; }
 
   // ---- The prepared step: a convenience over one plan (vLLM's interface). ----

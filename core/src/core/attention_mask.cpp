@@ -124,7 +124,7 @@ void check_attention_mask(const PrefillBackend& backend, const AttentionPlan& pl
   if (!backend.takes_attention_masks()) {
     raise(ErrorCategory::not_supported, caller + ": " + backend.name() +
                                             " takes no top-k masks, windows or sinks yet (docs/contract.md §12); "
-                                            "REFERENCE, KOKKOS, CUDA_FLASH and HIP_FLASH do");
+                                            "every built-in backend does");
   }
   if (mask.window < 0 || mask.window > std::numeric_limits<std::int32_t>::max()) {
     bad_argument(fmt::format("{}: window must be 0 (none) or a key count from 1 to {}; got {}", caller,

@@ -290,7 +290,7 @@ void check_merge_args(const PrefillBackend& backend, const Queue& queue, const M
   if (!args.sinks.empty_view() && !backend.takes_attention_masks()) {
     raise(ErrorCategory::not_supported, backend.name() +
                                             " merge_attn_states takes no sinks yet (docs/contract.md §12); "
-                                            "REFERENCE, KOKKOS, CUDA_FLASH and HIP_FLASH do");
+                                            "every built-in backend does");
   }
   check_merge_args(queue, args);
 }

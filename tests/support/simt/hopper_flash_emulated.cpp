@@ -49,7 +49,7 @@ void transpose_v(const FlashParams& params, std::vector<unsigned char>& vt) {
   launch(config, [&params, out, &grid] { hopper_flash::transpose_v_e4m3<HeadDimV>(params, out, grid.columns); });
 }
 
-template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In>
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, class In, bool KeyMask>
 void run(const FlashParams& params) {
   constexpr DType dtype = cuda_flash::element_dtype<T>;
   constexpr bool e4m3 = sizeof(In) == 1;
@@ -76,8 +76,8 @@ void run(const FlashParams& params) {
   schedule.tile_counter = &tile_counter;
   const hopper_flash::HopperMaps& maps = recipe.maps;
   launch(config, [&params, &schedule, &maps] {
-    hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal, In>(params, schedule, maps.q, maps.k, maps.v,
-                                                                          maps.o);
+    hopper_flash::hopper_flash_kernel<T, HeadDimQk, HeadDimV, Causal, In, KeyMask>(params, schedule, maps.q, maps.k,
+                                                                                   maps.v, maps.o);
   });
   // The schedule's bookkeeping: a block takes its first tile by its index and
   // every later one from the counter, until a take lands past the end, so the
@@ -90,10 +90,18 @@ void run(const FlashParams& params) {
   }
 }
 
+// As the CUDA dispatch: e4m3 inputs or not, with docs/contract.md §12's key
+// mask or not.
+template <class T, int HeadDimQk, int HeadDimV, bool Causal, bool KeyMask>
+void run_masked_or_not(const FlashParams& params) {
+  if (params.e4m3_inputs) return run<T, HeadDimQk, HeadDimV, Causal, __nv_fp8_e4m3, KeyMask>(params);
+  run<T, HeadDimQk, HeadDimV, Causal, T, KeyMask>(params);
+}
+
 template <class T, int HeadDimQk, int HeadDimV, bool Causal>
 void run_inputs(const FlashParams& params) {
-  if (params.e4m3_inputs) return run<T, HeadDimQk, HeadDimV, Causal, __nv_fp8_e4m3>(params);
-  run<T, HeadDimQk, HeadDimV, Causal, T>(params);
+  if (params.mask.masks_keys()) return run_masked_or_not<T, HeadDimQk, HeadDimV, Causal, true>(params);
+  run_masked_or_not<T, HeadDimQk, HeadDimV, Causal, false>(params);
 }
 
 template <class T, std::size_t... Row>
@@ -145,7 +153,7 @@ constexpr gpu::FlashVendor hopper_vendor{
     nullptr,
     true,
     quantise_e4m3_emulated,
-    false,
+    true,
 };
 
 }  // namespace
