@@ -3,7 +3,8 @@
 // bf16, causal), and of merge_attn_states against a device-to-device copy.
 //
 //   mla-bench-gpu [--quick] [--runs N] [--heads H] [--impl NAME] [--attention-only]
-//                 [--dtype bf16|fp8]       markdown tables on stdout
+//                 [--dtype bf16|fp8] [--topk K] [--window W] [--seqlens L,...]
+//                                          markdown tables on stdout
 // --heads and --impl keep only the attention rows of H heads or of one
 // backend (CUDA_FLASH, HOPPER_FLASH); --attention-only skips the merge and
 // projection tables: short runs for comparing kernel variants in one call.
@@ -13,6 +14,14 @@
 // fp8/bf16 speed ratio (median and p10-p90 over the run pairs). A backend
 // that refuses fp8 on the device gets its validate() reasons in the row. The
 // merge and projection tables stay bf16. Default: bf16 alone.
+// --topk K and --window W (docs/contract.md §12) time each attention case
+// twice, alternating run by run: with a key mask (each query keeps K keys
+// drawn at random from those it sees causally, as an indexer would pick
+// them, and/or a window of W keys) and dense causal, on the same inputs. The
+// masked TFLOP/s count only the (query, key) pairs the mask lets through;
+// the masked/dense time ratio is the median (p10-p90) of the pairs.
+// --seqlens replaces the sequence lengths (e.g. 8192,32768 with --heads 128
+// for DeepSeek-V3.2's masked prefill).
 //
 // Attention: heads 128 and 16, one sequence of 1k..16k tokens and a varlen
 // batch with the same total tokens. Each timed run reads a different set of
@@ -38,6 +47,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -61,7 +71,12 @@ struct Options {
   int heads = 0;     // > 0: only this head count
   std::string impl;  // non-empty: only this backend
   bool attention_only = false;
-  bool fp8 = false;  // --dtype fp8: attention rows also time float8_e4m3 inputs
+  bool fp8 = false;          // --dtype fp8: attention rows also time float8_e4m3 inputs
+  int topk = 0;              // > 0: attention rows also time a top-k mask of K keys per query
+  int window = 0;            // > 0: ... and/or a sliding window of W keys
+  std::vector<int> seqlens;  // non-empty: these lengths instead of the defaults
+
+  bool masked() const { return topk > 0 || window > 0; }
 };
 
 double median(std::vector<double> values) {
@@ -166,6 +181,58 @@ constexpr float kScale = 0.1352337788608801f;
 
 std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The key mask of --topk / --window on `queue`: per query `topk` positions
+// drawn without repetition from the keys it sees causally (all of them when
+// it sees fewer), built by HostTopkMask::from_indices, and the (query, key)
+// pairs it and the window let through, which the masked TFLOP/s count.
+struct BenchMask {
+  UsmBuffer words;
+  AttentionMask mask;
+  double visible_pairs = 0.0;
+};
+
+BenchMask bench_mask(Queue& queue, const PrefillMetadata& metadata, const Options& options) {
+  BenchMask result;
+  result.mask.window = options.window;
+  std::mt19937_64 rng(20261130);
+  const std::int64_t k = options.topk;
+  std::vector<std::int32_t> indices;
+  std::vector<std::int32_t> order;
+  for (int b = 0; b < metadata.batch_size(); ++b) {
+    const int sq = metadata.cu_seqlens_q[b + 1] - metadata.cu_seqlens_q[b];
+    for (int i = 0; i < sq; ++i) {
+      const int seen = i + 1;  // new tokens against themselves: query i sees keys 0..i
+      const int first = options.window > 0 ? std::max(0, i - options.window + 1) : 0;
+      if (k == 0) {
+        result.visible_pairs += seen - first;
+        continue;
+      }
+      order.resize(static_cast<std::size_t>(seen));
+      std::iota(order.begin(), order.end(), 0);
+      const int keep = static_cast<int>(std::min<std::int64_t>(k, seen));
+      for (int n = 0; n < keep; ++n) {
+        std::uniform_int_distribution<int> pick(n, seen - 1);
+        std::swap(order[static_cast<std::size_t>(n)], order[static_cast<std::size_t>(pick(rng))]);
+        if (order[static_cast<std::size_t>(n)] >= first) result.visible_pairs += 1.0;
+      }
+      order.resize(static_cast<std::size_t>(keep));
+      order.resize(static_cast<std::size_t>(k), -1);
+      indices.insert(indices.end(), order.begin(), order.end());
+    }
+  }
+  if (k > 0) {
+    const HostTopkMask bits = HostTopkMask::from_indices(metadata, indices.data(), k, k);
+    const TopkMask view = bits.view();
+    const auto bytes = static_cast<std::size_t>(view.batch_size * view.batch_stride) * sizeof(std::uint32_t);
+    result.words = UsmBuffer::device(queue, bytes);
+    queue.memcpy(result.words.get(), view.words, bytes);
+    queue.wait();
+    result.mask.topk = TopkMask::contiguous(result.words.as<const std::uint32_t>(), view.batch_size, view.rows,
+                                            view.words_per_row, MemoryKind::device);
+  }
+  return result;
+}
+
 // One row: `entry` on bf16 q/k/v and, with --dtype fp8, on float8_e4m3 q/k/v
 // of the same values, the two alternating run by run so that clock and
 // thermal drift hit both alike.
@@ -228,6 +295,29 @@ void attention_row(Queue& queue, const RandomPool& pool, const BackendEntry& ent
     }
   }
 
+  // --topk / --window: the same backend with the key mask, or why not.
+  BenchMask mask;
+  std::string mask_refusal;
+  auto run_masked = [&](int rotation) {
+    const std::size_t base = base_of(rotation);
+    backend->run_new_tokens(queue, view(pool.at(base), tokens, heads, dims.qk_head_dim()),
+                            view(pool.at(base + q_bytes), tokens, heads, dims.qk_head_dim()),
+                            view(pool.at(base + 2 * q_bytes), tokens, heads, dims.v_head_dim), kScale, false, out_view,
+                            std::nullopt, std::nullopt, std::nullopt, mask.mask);
+  };
+  bool masked = false;
+  if (options.masked()) {
+    try {
+      mask = bench_mask(queue, metadata, options);
+      run_masked(0);
+      queue.wait();
+      masked = true;
+    } catch (const Error& error) {
+      mask_refusal = error.what();
+      std::replace(mask_refusal.begin(), mask_refusal.end(), '|', '/');
+    }
+  }
+
   const auto timed = [&](auto&& call, int rotation) {
     const Event start = queue.record();
     call(rotation);
@@ -237,15 +327,35 @@ void attention_row(Queue& queue, const RandomPool& pool, const BackendEntry& ent
   for (int i = 0; i < 3; ++i) {
     run(i % rotations);
     if (fp8_backend) run_fp8(i % rotations);
+    if (masked) run_masked(i % rotations);
   }
-  std::vector<double> ms, fp8_ms;
+  std::vector<double> ms, fp8_ms, masked_ms;
   for (int i = 0; i < options.runs; ++i) {
     ms.push_back(timed(run, i % rotations));
     if (fp8_backend) fp8_ms.push_back(timed(run_fp8, i % rotations));
+    if (masked) masked_ms.push_back(timed(run_masked, i % rotations));
   }
   const double t = median(ms);
   const double flops = causal_flops(heads, lengths);
   std::string seqlens = lengths.size() == 1 ? std::to_string(lengths[0]) : std::to_string(lengths.size()) + " seqs";
+  if (options.masked()) {
+    std::printf("| %s | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f | ", entry.description.name.c_str(),
+                heads, batch, seqlens.c_str(), static_cast<long long>(tokens), t, flops / (t * 1e-3) / 1e12);
+    if (masked) {
+      // Time ratio of each pair (masked ms / dense ms); FLOPs of the visible pairs, as §7 counts causal ones.
+      std::vector<double> ratios;
+      for (std::size_t i = 0; i < ms.size(); ++i) ratios.push_back(masked_ms[i] / ms[i]);
+      const double tm = median(masked_ms);
+      const double masked_flops =
+          heads * static_cast<double>(dims.qk_head_dim() + dims.v_head_dim) * 2.0 * mask.visible_pairs;
+      std::printf("%.3f | %.1f | %.3f (%.3f-%.3f) |\n", tm, masked_flops / (tm * 1e-3) / 1e12, median(ratios),
+                  quantile(ratios, 0.1), quantile(ratios, 0.9));
+    } else {
+      std::printf("- | - | mask refused: %s |\n", mask_refusal.c_str());
+    }
+    std::fflush(stdout);
+    return;
+  }
   if (!options.fp8) {
     std::printf("| %s | bf16 192/128 causal | %d | %s | %s | %lld | %.3f | %.1f |\n", entry.description.name.c_str(),
                 heads, batch, seqlens.c_str(), static_cast<long long>(tokens), t, flops / (t * 1e-3) / 1e12);
@@ -433,8 +543,9 @@ int run(const Options& options) {
   }
   Queue queue(DeviceBackend::cuda, 0);
   std::printf("Device: %s\n\n", queue.capability().describe().c_str());
-  const std::vector<int> seqlens =
-      options.quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
+  const std::vector<int> seqlens = !options.seqlens.empty() ? options.seqlens
+                                   : options.quick          ? std::vector<int>{1024, 4096}
+                                                            : std::vector<int>{1024, 2048, 4096, 8192, 16384};
   const std::vector<int> heads = options.heads > 0 ? std::vector<int>{options.heads}
                                  : options.quick   ? std::vector<int>{16}
                                                    : std::vector<int>{128, 16};
@@ -442,8 +553,8 @@ int run(const Options& options) {
       options.quick ? std::vector<std::int64_t>{16384} : std::vector<std::int64_t>{16384, 65536};
   // Pool: one rotation set of the largest attention case plus room to shift,
   // and the two merge inputs of the largest merge (whose copy reads less).
-  const std::size_t largest =
-      static_cast<std::size_t>(seqlens.back()) * heads.front() * (2 * dims.qk_head_dim() + dims.v_head_dim) * 2;
+  const std::size_t largest = static_cast<std::size_t>(*std::max_element(seqlens.begin(), seqlens.end())) *
+                              heads.front() * (2 * dims.qk_head_dim() + dims.v_head_dim) * 2;
   const std::size_t merge_inputs =
       2 * round_up(static_cast<std::size_t>(merge_tokens.back()) * heads.front() * dims.v_head_dim * 2);
   const RandomPool pool(queue, std::max(largest + largest / 2, merge_inputs), options.fp8);
@@ -463,7 +574,14 @@ int run(const Options& options) {
     std::printf("\n\n");
   }
 
-  if (!options.fp8) {
+  if (options.masked()) {
+    std::printf("Attention: a key mask (top-k %d, window %d; 0: none) against dense causal, alternating run by run\n\n",
+                options.topk, options.window);
+    std::printf(
+        "| impl | shape | heads | batch | seqlens | tokens | dense median ms | dense TFLOP/s | masked median ms "
+        "| masked TFLOP/s (visible pairs) | masked/dense time, median (p10-p90) of pairs |\n");
+    std::printf("|---|---|---:|---|---|---:|---:|---:|---:|---:|---|\n");
+  } else if (!options.fp8) {
     std::printf("| impl | shape | heads | batch | seqlens | tokens | median ms | TFLOP/s |\n");
     std::printf("|---|---|---:|---|---|---:|---:|---:|\n");
   } else {
@@ -519,6 +637,20 @@ int main(int argc, char** argv) {
     } else if (arg == "--impl" && i + 1 < argc &&
                (std::string(argv[i + 1]) == "CUDA_FLASH" || std::string(argv[i + 1]) == "HOPPER_FLASH")) {
       options.impl = argv[++i];
+    } else if ((arg == "--topk" || arg == "--window") && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      (arg == "--topk" ? options.topk : options.window) = std::atoi(argv[++i]);
+    } else if (arg == "--seqlens" && i + 1 < argc) {
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        const long value = std::strtol(p, &end, 10);
+        if (end == p || value <= 0 || value > (1 << 24)) {
+          std::fprintf(stderr, "mla-bench-gpu: --seqlens takes positive lengths separated by commas, not '%s'\n",
+                       argv[i]);
+          return 2;
+        }
+        options.seqlens.push_back(static_cast<int>(value));
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (arg == "--attention-only") {
       options.attention_only = true;
     } else if (arg == "--dtype" && i + 1 < argc &&
@@ -532,9 +664,13 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr,
                    "usage: mla-bench-gpu [--quick] [--runs N] [--heads H] [--impl CUDA_FLASH|HOPPER_FLASH] "
-                   "[--attention-only] [--dtype bf16|fp8]\n");
+                   "[--attention-only] [--dtype bf16|fp8] [--topk K] [--window W] [--seqlens L,...]\n");
       return 2;
     }
+  }
+  if (options.masked() && options.fp8) {
+    std::fprintf(stderr, "mla-bench-gpu: --topk / --window time bf16 against bf16; leave out --dtype fp8\n");
+    return 2;
   }
   try {
     return mla::bench::run(options);
