@@ -57,7 +57,9 @@ struct alignas(sizeof(T) * Vec) Pack {
   T value[Vec];
 };
 
-template <DType In, DType Out, int Vec>
+// Sinks: the merge applies p.sinks (docs/contract.md §12); only those
+// instantiations read them.
+template <DType In, DType Out, int Vec, bool Sinks = false>
 __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
   using InStorage = typename Element<In>::Storage;
   using OutStorage = typename Element<Out>::Storage;
@@ -82,12 +84,12 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
     OutPack o;
     float out_lse = 0.0f;
     // §12: the merged row's share left by the sink (1 without sinks).
-    const float sink = p.sinks != nullptr ? p.sinks[head * p.sinks_stride] : 0.0f;
+    const float sink = Sinks ? p.sinks[head * p.sinks_stride] : 0.0f;
     if (token >= p.copy_from_token) {
       // Tokens without context: the prefix is not read at all, it may hold
       // anything; with sinks, neither is a suffix without keys (output 0).
       out_lse = suffix_lse;
-      const float share = p.sinks != nullptr ? gpu::sink_factor(suffix_lse, sink) : 1.0f;
+      const float share = Sinks ? gpu::sink_factor(suffix_lse, sink) : 1.0f;
       if (share == 0.0f) {
         s_in = InPack{};
       } else if constexpr (Vec > 1) {
@@ -97,8 +99,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
       }
 #pragma unroll
       for (int i = 0; i < Vec; ++i) {
-        const float value =
-            p.sinks != nullptr ? Element<In>::load(s_in.value[i]) * share : Element<In>::load(s_in.value[i]);
+        const float value = Sinks ? Element<In>::load(s_in.value[i]) * share : Element<In>::load(s_in.value[i]);
         if constexpr (Out == DType::float8_e4m3) {
           o.value[i] = Element<Out>::store(value / p.scale());
         } else {
@@ -109,7 +110,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
       const float prefix_lse = p.prefix_lse[head * p.prefix_lse_stride[0] + token * p.prefix_lse_stride[1]];
       const gpu::MergeWeights w = gpu::merge_weights(prefix_lse, suffix_lse);
       out_lse = w.lse;
-      const float share = p.sinks != nullptr ? gpu::sink_factor(w.lse, sink) : 1.0f;
+      const float share = Sinks ? gpu::sink_factor(w.lse, sink) : 1.0f;
       const auto* prefix = static_cast<const InStorage*>(p.prefix_out) + token * p.prefix_stride[0] +
                            head * p.prefix_stride[1] + d * p.prefix_stride[2];
       InPack p_in;
@@ -127,7 +128,7 @@ __global__ void merge_attn_states_kernel(const MergeKernelParams p) {
         float value = 0.0f;
         if (w.prefix != 0.0f) value += Element<In>::load(p_in.value[i]) * w.prefix;
         if (w.suffix != 0.0f) value += Element<In>::load(s_in.value[i]) * w.suffix;
-        if (p.sinks != nullptr) value *= share;
+        if constexpr (Sinks) value *= share;
         if constexpr (Out == DType::float8_e4m3) {
           o.value[i] = Element<Out>::store(value / p.scale());
         } else {
@@ -180,10 +181,13 @@ void plan(const MergeKernelParams& params, const MergeArgs& args, Launch& launch
              (vectorised ? ", 16-byte>" : ", scalar>");
   how.context = std::to_string(params.tokens) + " tokens, " + std::to_string(params.heads) + " heads, v_head_dim " +
                 std::to_string(params.dim);
+  const bool sinks = params.sinks != nullptr;
   if (vectorised) {
-    launch(&merge_attn_states_kernel<In, Out, vec>, how, params);
+    launch(sinks ? &merge_attn_states_kernel<In, Out, vec, true> : &merge_attn_states_kernel<In, Out, vec, false>, how,
+           params);
   } else {
-    launch(&merge_attn_states_kernel<In, Out, 1>, how, params);
+    launch(sinks ? &merge_attn_states_kernel<In, Out, 1, true> : &merge_attn_states_kernel<In, Out, 1, false>, how,
+           params);
   }
 }
 

@@ -15,12 +15,16 @@
 namespace mla::hip_flash {
 namespace {
 
-// E4m3: float8_e4m3 inputs, D the output dtype (CDNA3 only).
+// E4m3: float8_e4m3 inputs, D the output dtype (CDNA3 only). A launch with
+// docs/contract.md §12's key mask or sinks runs the instantiations that read them.
 template <DType D, TileFamily Family, bool E4m3 = false>
 void launch_for_dims(const FlashParams& params, int head_dim_qk, int head_dim_v, gpu::Stream stream) {
-#define MLA_FLASH_SHAPE(nope, rope, v)                     \
-  if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) \
-    return launch_flash_forward<D, (nope) + (rope), (v), Family, E4m3>(params, stream);
+  const bool masked = params.mask.masks_keys() || params.mask.sinks != nullptr;
+#define MLA_FLASH_SHAPE(nope, rope, v)                                                                    \
+  if (head_dim_qk == (nope) + (rope) && head_dim_v == (v)) {                                              \
+    if (masked) return launch_flash_forward<D, (nope) + (rope), (v), Family, E4m3, true>(params, stream); \
+    return launch_flash_forward<D, (nope) + (rope), (v), Family, E4m3, false>(params, stream);            \
+  }
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
   raise(ErrorCategory::internal, "HIP_FLASH: head dims " + std::to_string(head_dim_qk) + "/" +

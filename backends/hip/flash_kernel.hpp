@@ -230,7 +230,10 @@ __device__ inline void store_partial(float* dst, const Accumulator& acc, int gro
 
 // The kernel's body for one tile row: D is the output dtype, and the inputs'
 // unless E4m3.
-template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3>
+// Masked: the launch has docs/contract.md §12's key mask or sinks; only
+// those instantiations read them (their registers would make the others
+// spill).
+template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3, bool Masked>
 __device__ inline void flash_forward(const FlashParams& p) {
   constexpr FlashTileConfig c = flash_tile_config<HeadDimQk, HeadDimV, Family>();
   constexpr int k_step = E4m3 ? 16 : mfma::k_step;  // k of one MFMA
@@ -276,7 +279,7 @@ __device__ inline void flash_forward(const FlashParams& p) {
   // §12: this sequence's key mask (none: every key passes). A window starts
   // the key loop at the tile of the block's first row's first key.
   const gpu::SequenceMask mask = gpu::sequence_mask(p.mask, item.seq);
-  const bool key_masked = p.mask.masks_keys();
+  const bool key_masked = Masked && p.mask.masks_keys();
   const int all_tiles = gpu::ceil_div(block_keys, c.block_cols);
   const int window_tile = mask.first_key_tile(block_row, all_tiles, c.block_cols);
   const gpu::KeyTileRange range = gpu::split_key_tiles(all_tiles - window_tile, split, p.num_splits);
@@ -318,7 +321,7 @@ __device__ inline void flash_forward(const FlashParams& p) {
   float lane_sum = 0.0f;      // this lane's half of the row sum, at base exp2_base(row_max)
 
   for (int key0 = (window_tile + range.begin) * c.block_cols; key0 < keys_end; key0 += c.block_cols) {
-    if (mask.words != nullptr) {
+    if (Masked && mask.words != nullptr) {
       // Top-k bits: a tile no row of the block sees is never staged. Each
       // thread checks its share of the rows; the barrier also says every
       // wave is done with the previous tile.
@@ -445,8 +448,11 @@ __device__ inline void flash_forward(const FlashParams& p) {
   const bool partial = p.num_splits > 1;
   // §12: the head's sink joins the row's divisor (P's 2^p_offset too), not
   // its LSE; a split's partials leave it to the merge.
-  const float sink = gpu::sink_log2(p.mask, head, partial) + static_cast<float>(p_offset);
-  const float factor = gpu::output_factor(row_sum, row_max, sink) * out_factor;
+  float factor = gpu::output_factor(row_sum) * out_factor;
+  if constexpr (Masked) {
+    const float sink = gpu::sink_log2(p.mask, head, partial) + static_cast<float>(p_offset);
+    factor = gpu::output_factor(row_sum, row_max, sink) * out_factor;
+  }
   const std::int64_t token = q_start + static_cast<std::int64_t>(row);
   // A device-held fp8 scale is read here, once, when the kernel runs (graph
   // replays see updates); the host then passes out_scale 1, so the product is
@@ -485,13 +491,13 @@ inline constexpr bool tile_family_compiled = MLA_AMD_TILE_FAMILY < 0 || MLA_AMD_
 // per SIMD (HIP's second __launch_bounds__ argument), which caps the
 // registers the compiler may give each lane.
 // E4m3: float8_e4m3 inputs, D the output dtype; CDNA3's rows only.
-template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3 = false>
+template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3 = false, bool Masked = false>
 __global__ void __launch_bounds__((flash_tile_config<HeadDimQk, HeadDimV, Family>().threads()),
                                   (flash_tile_config<HeadDimQk, HeadDimV, Family>().waves_per_simd()))
     flash_forward_kernel(const FlashParams p) {
   static_assert(!E4m3 || Family == TileFamily::cdna3, "e4m3 inputs: CDNA3's fp8 MFMA");
   if constexpr (tile_family_compiled<Family>) {
-    detail::flash_forward<D, HeadDimQk, HeadDimV, Family, E4m3>(p);
+    detail::flash_forward<D, HeadDimQk, HeadDimV, Family, E4m3, Masked>(p);
   } else {
     // Another generation's row: never launched on this target.
     __builtin_trap();

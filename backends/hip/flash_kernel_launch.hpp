@@ -24,46 +24,48 @@ namespace mla::hip_flash {
 
 using gpu::FlashParams;
 
-// E4m3: float8_e4m3 inputs (CDNA3 only), D the output dtype.
-template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3 = false>
+// E4m3: float8_e4m3 inputs (CDNA3 only), D the output dtype. Masked: the
+// launch has docs/contract.md §12's key mask or sinks.
+template <DType D, int HeadDimQk, int HeadDimV, TileFamily Family, bool E4m3 = false, bool Masked = false>
 void launch_flash_forward(const FlashParams& params, gpu::Stream stream) {
   const FlashLaunch launch = plan_flash_launch<D, HeadDimQk, HeadDimV, Family, E4m3>(params);
   if (launch.empty()) return;
   const dim3 grid(launch.grid[0], launch.grid[1], launch.grid[2]);
-  flash_forward_kernel<D, HeadDimQk, HeadDimV, Family, E4m3><<<grid, launch.threads, 0, stream>>>(params);
+  flash_forward_kernel<D, HeadDimQk, HeadDimV, Family, E4m3, Masked><<<grid, launch.threads, 0, stream>>>(params);
   gpu::check_launch(launch.kernel, launch.describe(params));
 }
 
-// The compiled instantiations, declared for the dispatch.
-#define MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, F)                                                           \
-  extern template void launch_flash_forward<DType::bfloat16, QK, V, F>(const FlashParams&, gpu::Stream); \
-  extern template void launch_flash_forward<DType::float16, QK, V, F>(const FlashParams&, gpu::Stream);
-#define MLA_HIP_FLASH_DECLARE(QK, V)                                                                             \
-  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna12)                                                        \
-  MLA_HIP_FLASH_DECLARE_FAMILY(QK, V, TileFamily::cdna3)                                                         \
-  extern template void launch_flash_forward<DType::bfloat16, QK, V, TileFamily::cdna3, true>(const FlashParams&, \
-                                                                                             gpu::Stream);       \
-  extern template void launch_flash_forward<DType::float16, QK, V, TileFamily::cdna3, true>(const FlashParams&,  \
-                                                                                            gpu::Stream);
+// The compiled instantiations, declared for the dispatch: per (dtype,
+// family, e4m3 inputs) one without and one with masks.
+#define MLA_HIP_FLASH_DECLARE_ONE(D, QK, V, F, E)                                                    \
+  extern template void launch_flash_forward<D, QK, V, F, E, false>(const FlashParams&, gpu::Stream); \
+  extern template void launch_flash_forward<D, QK, V, F, E, true>(const FlashParams&, gpu::Stream);
+#define MLA_HIP_FLASH_DECLARE(QK, V)                                           \
+  MLA_HIP_FLASH_DECLARE_ONE(DType::bfloat16, QK, V, TileFamily::cdna12, false) \
+  MLA_HIP_FLASH_DECLARE_ONE(DType::float16, QK, V, TileFamily::cdna12, false)  \
+  MLA_HIP_FLASH_DECLARE_ONE(DType::bfloat16, QK, V, TileFamily::cdna3, false)  \
+  MLA_HIP_FLASH_DECLARE_ONE(DType::float16, QK, V, TileFamily::cdna3, false)   \
+  MLA_HIP_FLASH_DECLARE_ONE(DType::bfloat16, QK, V, TileFamily::cdna3, true)   \
+  MLA_HIP_FLASH_DECLARE_ONE(DType::float16, QK, V, TileFamily::cdna3, true)
 #define MLA_FLASH_SHAPE(nope, rope, v) MLA_HIP_FLASH_DECLARE((nope) + (rope), (v))
 #include "cuda_hip/flash_shapes.def"
 #undef MLA_FLASH_SHAPE
 #undef MLA_HIP_FLASH_DECLARE
-#undef MLA_HIP_FLASH_DECLARE_FAMILY
+#undef MLA_HIP_FLASH_DECLARE_ONE
 
 // The explicit instantiations of the pair a generated flash_dqk<QK>_dv<V>.hip
 // names (cmake/MlaFlashShapes.cmake).
 #if defined(MLA_FLASH_QK) && defined(MLA_FLASH_V)
-#define MLA_HIP_FLASH_INSTANTIATE(F)                                                                                  \
-  template void launch_flash_forward<DType::bfloat16, MLA_FLASH_QK, MLA_FLASH_V, F>(const FlashParams&, gpu::Stream); \
-  template void launch_flash_forward<DType::float16, MLA_FLASH_QK, MLA_FLASH_V, F>(const FlashParams&, gpu::Stream);
-MLA_HIP_FLASH_INSTANTIATE(TileFamily::cdna12)
-MLA_HIP_FLASH_INSTANTIATE(TileFamily::cdna3)
+#define MLA_HIP_FLASH_INSTANTIATE(D, F, E)                                                                        \
+  template void launch_flash_forward<D, MLA_FLASH_QK, MLA_FLASH_V, F, E, false>(const FlashParams&, gpu::Stream); \
+  template void launch_flash_forward<D, MLA_FLASH_QK, MLA_FLASH_V, F, E, true>(const FlashParams&, gpu::Stream);
+MLA_HIP_FLASH_INSTANTIATE(DType::bfloat16, TileFamily::cdna12, false)
+MLA_HIP_FLASH_INSTANTIATE(DType::float16, TileFamily::cdna12, false)
+MLA_HIP_FLASH_INSTANTIATE(DType::bfloat16, TileFamily::cdna3, false)
+MLA_HIP_FLASH_INSTANTIATE(DType::float16, TileFamily::cdna3, false)
+MLA_HIP_FLASH_INSTANTIATE(DType::bfloat16, TileFamily::cdna3, true)
+MLA_HIP_FLASH_INSTANTIATE(DType::float16, TileFamily::cdna3, true)
 #undef MLA_HIP_FLASH_INSTANTIATE
-template void launch_flash_forward<DType::bfloat16, MLA_FLASH_QK, MLA_FLASH_V, TileFamily::cdna3, true>(
-    const FlashParams&, gpu::Stream);
-template void launch_flash_forward<DType::float16, MLA_FLASH_QK, MLA_FLASH_V, TileFamily::cdna3, true>(
-    const FlashParams&, gpu::Stream);
 #endif
 
 }  // namespace mla::hip_flash

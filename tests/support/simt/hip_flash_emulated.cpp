@@ -40,7 +40,13 @@ void start(const gpu::FlashParams& params) {
   config.warp_size = hip_flash::mfma::wave_size;
   config.static_shared = static_lds();
   config.static_shared_bytes = static_lds_bytes();
-  launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV, Family, E4m3>(params); });
+  // As hip/flash_dispatch.hip: a launch with docs/contract.md §12's key
+  // mask or sinks runs the instantiations that read them.
+  if (params.mask.masks_keys() || params.mask.sinks != nullptr) {
+    launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV, Family, E4m3, true>(params); });
+  } else {
+    launch(config, [&params] { hip_flash::flash_forward_kernel<D, HeadDimQk, HeadDimV, Family, E4m3, false>(params); });
+  }
 }
 
 template <DType D, int HeadDimQk, int HeadDimV>
