@@ -240,8 +240,8 @@ __device__ inline void pv_gemm_e4m3(float (&o)[HeadDimV / 2], const std::uint32_
 // and folds scale and base into one FFMA before ex2.approx.ftz, as most
 // tiles are unmasked. Returns through `rescale` the factor O must be
 // multiplied by before this tile's P V adds to it. P comes out 2^POffset
-// larger (e4m3's headroom; the row sum carries it too).
-
+// larger (e4m3's headroom; the row sum carries it too). With KeyMask a
+// masked tile drops the keys §12's mask hides instead.
 template <bool Masked, int BlockCols, int POffset = 0, bool KeyMask = false>
 __device__ inline void online_softmax(float (&s)[BlockCols / 2], float (&row_max)[2], float (&row_sum)[2],
                                       float (&rescale)[2], float scale_log2, int kt, const int (&key_end)[2],

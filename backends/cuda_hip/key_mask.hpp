@@ -1,4 +1,4 @@
-// docs/contract.md §12 in the GPU kernels of CUDA_FLASH and HIP_FLASH: which
+// docs/contract.md §12 in the GPU kernels of CUDA_FLASH, HOPPER_FLASH and HIP_FLASH: which
 // of a call's keys each query sees beyond causality (the top-k bits and the
 // window), and each head's sink. Host-device: the kernels, the emulator and
 // the host unit tests run the same code.

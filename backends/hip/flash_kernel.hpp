@@ -278,7 +278,7 @@ __device__ inline void flash_forward(const FlashParams& p) {
   const int block_keys = gpu::tile_key_end(block_row, block_rows, seqlen_q, seqlen_k, p.causal);
   // §12: this sequence's key mask (none: every key passes). A window starts
   // the key loop at the tile of the block's first row's first key.
-  const gpu::SequenceMask mask = gpu::sequence_mask(p.mask, item.seq);
+  const gpu::SequenceMask mask = Masked ? gpu::sequence_mask(p.mask, item.seq) : gpu::SequenceMask{};
   const bool key_masked = Masked && p.mask.masks_keys();
   const int all_tiles = gpu::ceil_div(block_keys, c.block_cols);
   const int window_tile = mask.first_key_tile(block_row, all_tiles, c.block_cols);
